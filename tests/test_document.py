@@ -165,3 +165,42 @@ def test_budget_tiers_given_both_ways_merge_key_by_key():
     tiers = scenario({"name": "b", "model": {"preset": "gpt2"}, "budget": budget}).budget.tiers
     assert tiers["hbf"].lifetime is None and tiers["hbf"].drive_writes_per_day == 3
     assert tiers["nvme"].drive_writes_per_day == 1
+
+
+GPT2 = "name: g\nmodel: {preset: gpt2}\nhardware: {preset: dgx-h100}\ntraining:\n  seq_len: 1024\n"
+
+
+@pytest.mark.parametrize(
+    ("text", "written"),
+    [
+        # megatron's default attention is eager (Korthikanti et al.'s op-by-op core), timed
+        # kernel by kernel for a dense GPT-2: written so (review 2026-12-07-e: it was null)
+        (GPT2, "eager"),
+        (GPT2 + "  implementation: huggingface\n", "sdpa"),  # transformers' default, SDPA
+        # a generic model has no attention shapes: written, the kernel would be noted as having
+        # no effect, so it stays null (docs/commands.md)
+        (
+            "name: g\nmodel: {parameters: 1000000000, layers: 24, hidden: 2048, "
+            "activation_bytes_per_layer: 200 MB}\nhardware: {preset: dgx-h100}\n",
+            None,
+        ),
+    ],
+    ids=["megatron", "huggingface", "generic"],
+)
+def test_a_default_attention_kernel_is_written_as_it_resolved(tmp_path, text, written):
+    from tiersim import api
+    from tiersim.runner import scenario_notes
+
+    path = tmp_path / "s.yaml"
+    path.write_text(text)
+    loaded = load_scenario(path)
+    s = loaded.scenario
+    assert s.training.attention_kernel is None
+    doc = yaml.safe_load(scenario_yaml(s, "s.yaml"))  # what `run` writes
+    assert doc["training"]["attention_kernel"] == written
+    again = build(doc, tmp_path, "document")
+    # the rerun: the same notes (none added by the written kernel), the same report
+    notes = [p.message for p in scenario_notes(s)]
+    assert [p.message for p in scenario_notes(again.scenario)] == notes
+    if written is not None:
+        assert api.run(again).report == api.run(loaded).report

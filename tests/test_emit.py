@@ -124,6 +124,9 @@ def test_torchtitan_round_trip(tmp_path):
     assert toml["model"] == {"name": "llama3", "flavor": "8B"}
     assert toml["parallelism"]["data_parallel_shard_degree"] == 16
     assert toml["training"]["global_batch_size"] == 2 * 2 * 16
+    # the TOML job config's switch (job_config.py `Checkpoint.enable_checkpoint`); the config
+    # registry's `enable` is no TOML key (docs/import.md): read back by the same importer
+    assert toml["checkpoint"] == {"enable_checkpoint": True, "interval": 500, "async_mode": "async"}
     _same(s, back, drop=())
 
 

@@ -38,3 +38,25 @@ def test_the_sizes_offered_each_fit(cli):
     message = _expert_problem(cli, "parallel.expert=16", "parallel.expert_tensor=2")
     assert "expert x expert_tensor (16 x 2 = 32) does not divide" in message
     assert "(expected one of 1, 2, 4, 8)" in message
+
+
+def test_an_imbalance_no_routing_can_reach_is_refused(cli):
+    # review 2026-12-07-g: Mixtral (8 experts, top-2) over expert 8, one expert a rank: each
+    # token sends a rank at most min(2, 8 / 8) = 1 of its 2 rows, so the busiest of 8 ranks
+    # receives at most 8 x 1 = 8 rows a token against the mean 2: 4x. Over expert 2 (4 experts
+    # a rank) a token may send both rows to one rank: 2 x 2 / 2 = 2x. 5x over 2 ranks (more
+    # rows than the group routes) ran before, a 2.4x slower step.
+    code, _, _ = cli("validate", SCENARIO, "--set", "parallel.expert_imbalance=4")
+    assert code == 0
+    for sets, most in (
+        (("parallel.expert_imbalance=4.5",), "4"),
+        (("parallel.expert=2", "parallel.expert_imbalance=2.5"), "2"),
+    ):
+        code, _, err = cli("validate", SCENARIO, *(a for s in sets for a in ("--set", s)))
+        assert code == 2
+        (line,) = [
+            p
+            for p in (said(x, SCENARIO) for x in err.strip().splitlines())
+            if p.coded == ("E-LAYOUT", "parallel.expert_imbalance")
+        ]
+        assert f"(expected 1 to {most})" in line.message

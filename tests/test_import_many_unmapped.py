@@ -17,7 +17,8 @@ UNMAPPED = "not mapped (tiersim has no setting for it) [W-IMPORT-UNMAPPED]"
 
 def test_unmapped_settings_past_30_are_counted_in_one_note(tmp_path):
     config = {"train_micro_batch_size_per_gpu": 1} | {f"k{i}": i for i in range(100)}
-    config["zero_optimization"] = {"offload_optimizer": {"device": "nvme", "nvme_path": "/n"}}
+    offload = {"device": "nvme", "nvme_path": "/n"}  # at stage 3, where DeepSpeed runs it
+    config["zero_optimization"] = {"stage": 3, "offload_optimizer": offload}
     path = tmp_path / "ds.json"
     path.write_text(json.dumps(config))
     out, err = io.StringIO(), io.StringIO()

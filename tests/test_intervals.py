@@ -144,6 +144,14 @@ def test_union_of_disjoint_lists_is_the_union_of_them_all(lists, longest):
     assert iv.union_of(lists) == iv.union([s for spans in lists for s in spans])
 
 
+@settings(max_examples=40)
+@given(_spans, _spans)
+def test_a_union_with_a_union_of_some_of_it_is_the_union(a, b):
+    """`union(a + union(b))` is `union(a + b)`, exactly (metrics.in_flight_added_s merges
+    the others' spans once and reuses them beside the checkpoint's)."""
+    assert iv.union(a + iv.union(b)) == iv.union(a + b)
+
+
 _time = st.floats(0.0, 1e4, allow_nan=False) | st.sampled_from([0.0, 1e-300, 0.1, 0.3, 37.9])
 
 

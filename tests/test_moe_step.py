@@ -155,3 +155,55 @@ def test_the_busiest_ranks_grouped_gemms_at_a_table_point():
     assert grouped_slowdown(r, LayerView(r.model, 0)) == pytest.approx(
         1 - s + s * 2 / 0.991567, rel=1e-6
     )
+
+
+def test_without_expert_parallelism_the_imbalance_slows_nothing_and_is_noted():
+    # review 2026-12-07-g: with parallel.expert 1 every GPU runs all 8 experts over its own
+    # 2 x 1,024 routed rows; no rank receives more than the mean, so 2x "imbalance" is 1x (the
+    # memory side, layer_memory._busiest_extra, already kept no extra rows). Before, the
+    # layer's GEMMs took 1 - s + s x 2 / g as long (Mixtral at 4,096 tokens: 5.80 -> 9.04 s).
+    from tiersim.runner import scenario_notes
+
+    balanced = resolve(scenario(_mixtral(expert=1)))
+    skewed_raw = _mixtral(expert=1, expert_imbalance=2.0, overlap_expert_comm=True)
+    skewed = resolve(scenario(skewed_raw))
+    view = LayerView(skewed.model, 0)
+    assert grouped_slowdown(skewed, view) == grouped_slowdown(
+        balanced, LayerView(balanced.model, 0)
+    )
+    assert simulate(scenario(skewed_raw)).time_s == simulate(scenario(_mixtral(expert=1))).time_s
+    notes = {(p.path, p.code) for p in scenario_notes(scenario(skewed_raw))}
+    assert ("parallel.expert_imbalance", "W-NO-EFFECT") in notes
+    assert ("parallel.overlap_expert_comm", "W-NO-EFFECT") in notes
+    # with 8 expert ranks both act: no note
+    ep = scenario(_mixtral(expert_imbalance=2.0, overlap_expert_comm=True))
+    assert not [p for p in scenario_notes(ep) if p.path.startswith("parallel.")]
+    # a dense model: the note names what is missing
+    dense = _mixtral(expert_imbalance=1.5)
+    dense["model"] = {"preset": "llama-3-8b", "layers": 2}
+    dense["parallel"] = {"data": 8, "expert_imbalance": 1.5}
+    (note,) = [p for p in scenario_notes(scenario(dense)) if p.path.startswith("parallel.")]
+    assert note.code == "W-NO-EFFECT" and "dense" in note.message
+
+
+def test_a_capacity_factor_caps_the_busiest_rank_so_the_imbalance_adds_nothing():
+    # review 2026-12-07-g: with model.capacity_factor 1.25 every expert computes its capacity,
+    # 1.25 x its mean rows (padded, Moe.padding), on every rank: no rank can receive more, so
+    # imbalance 3 must price what imbalance 1 does (and is not refused: the cap is the bound).
+    # Before, the busiest rank's GEMMs, all-to-alls and extra rows were 3x the padded figure
+    # (Mixtral TP 2 x EP 8 at 4,096 tokens: 9.042 s a step against 4.024 s).
+    from tiersim.runner import scenario_notes
+
+    def raw(imbalance: float) -> dict:
+        r = _mixtral(expert_imbalance=imbalance)
+        r["model"]["capacity_factor"] = 1.25
+        return r
+
+    skewed, even = resolve(scenario(raw(3.0))), resolve(scenario(raw(1.0)))
+    assert all_to_all_s(skewed, skewed.model) == all_to_all_s(even, even.model)
+    assert grouped_slowdown(skewed, LayerView(skewed.model, 0)) == grouped_slowdown(
+        even, LayerView(even.model, 0)
+    )
+    assert simulate(scenario(raw(3.0))).time_s == simulate(scenario(raw(1.0))).time_s
+    (note,) = [p for p in scenario_notes(scenario(raw(3.0))) if p.path.startswith("parallel.")]
+    assert note.code == "W-NO-EFFECT" and "capacity_factor 1.25" in note.message

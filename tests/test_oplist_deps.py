@@ -27,3 +27,24 @@ def test_deps_lose_none_keep_order_and_gain_the_streams_last_op_once():
     assert _deps(ops, OpKind.GPU, (7, 2)) == (7, 2)  # op 8
     assert _deps(ops, OpKind.SYNC, (8,)) == (8,)  # op 9: the GPU stream, 8 its last op
     assert _deps(ops, OpKind.GPU, (None, None)) == (9,)  # op 10
+
+
+def _copy(deps) -> Op:
+    return Op(OpKind.MOVE, Role.CHECKPOINT, "copy", 0, deps, 0.0, 5, "hbm", "dram", (("dram", 5),))
+
+
+def test_a_move_added_without_the_checks_is_the_one_add_leaves():
+    """OpList.add_move (a checkpoint's copies: deps a tuple of earlier ops, none None nor
+    twice) appends a move as `add` leaves it: the same index, op, chain length and streams,
+    first op of the list or after a chain of GPU ops."""
+    for first_gpu in (0, 3):
+        checked, lean = OpList(), OpList()
+        for ops in (checked, lean):
+            for k in range(first_gpu):  # a chain: each GPU op waits for the one before
+                ops.add(Op(OpKind.GPU, Role.FORWARD, "op", 0, (k - 1,) if k else ()))
+        for deps in ((), (0,), (1, 0), (2,)):
+            a = checked.add(_copy(list(deps)))
+            b = lean.add_move(_copy(deps))
+            assert a == b and checked.ops[a] == lean.ops[b]
+        assert checked.ops == lean.ops and checked.chain_length == lean.chain_length == first_gpu
+        assert checked.last_on == lean.last_on

@@ -34,10 +34,17 @@ from tiersim.api_commands import (
     notes,
     wear,
 )
+from tiersim.api_inputs import (
+    as_loaded,
+    axis_values,
+    gpus_given,
+    override_texts,
+    plan_asked,
+    scenario_mapping,
+)
 from tiersim.config.load import API_OVERRIDES, SET_FLAGS, Loaded, Origin, load_scenario
 from tiersim.config.load import build as build_loaded
 from tiersim.config.yamlfile import read_yaml_and_text
-from tiersim.core.errors import InputError, Problem
 from tiersim.core.records import record
 from tiersim.engine.results import StepResult
 
@@ -75,16 +82,8 @@ __all__ = [
 
 
 def _texts(overrides: Overrides) -> list[str]:
-    """`{"parallel.data": 16}` or `["parallel.data=16"]` as --set texts."""
-    if overrides is None:
-        return []
-    if isinstance(overrides, Mapping):
-        from tiersim.frameworks.mapping import as_yaml  # values written as YAML, for these only
-
-        return [f"{path}={as_yaml(value)}" for path, value in overrides.items()]
-    if isinstance(overrides, str):
-        return [overrides]
-    return list(overrides)
+    """`{"parallel.data": 16}` or `["parallel.data=16"]` as --set texts (a TypeError else)."""
+    return override_texts(overrides)
 
 
 def load(path: str | Path, overrides: Overrides = None, origin: Origin = API_OVERRIDES) -> Loaded:
@@ -99,7 +98,8 @@ def build(
 ) -> Loaded:
     """A scenario from a mapping (as a YAML file would give it); relative file names in it
     (a preset file, an hf_config) are read from `base_dir`."""
-    return build_loaded(dict(mapping), Path(base_dir), "<api>", _texts(overrides), API_OVERRIDES)
+    raw = scenario_mapping(mapping)
+    return build_loaded(raw, Path(base_dir), "<api>", _texts(overrides), API_OVERRIDES)
 
 
 def override(loaded: Loaded, overrides: Overrides) -> Loaded:
@@ -177,11 +177,13 @@ class Run:
         return step_figure(self.report, self.lifecycle.full_trace, machine=machine)
 
 
-def run(loaded: Loaded, record: bool = False) -> Run:
-    """Simulate `loaded` (checked as `tiersim run` checks it) and report it; `record`: keep
-    the step's trace (`run.result.trace`, as `tiersim run --trace` writes it)."""
+def run(loaded: Loaded | str | Path, record: bool = False) -> Run:
+    """Simulate `loaded` (checked as `tiersim run` checks it; a scenario file's path is
+    loaded) and report it; `record`: keep the step's trace (`run.result.trace`, as
+    `tiersim run --trace` writes it)."""
     from tiersim.runner import Run as Lifecycle
 
+    loaded = as_loaded(loaded, "api.run")
     lifecycle = Lifecycle.of(loaded, record=record)
     lifecycle.report  # noqa: B018  simulated and reported now: its errors raised here
     return Run(loaded, lifecycle)
@@ -200,13 +202,7 @@ def inventory_table(loaded: Loaded) -> Any:
 
 def _points(grid: Mapping[str, Iterable[Any]]) -> list[dict[str, Any]]:
     paths = list(grid)
-    values = [list(grid[p]) for p in paths]
-    for path, options in zip(paths, values, strict=True):
-        if not options:
-            raise InputError(
-                "api.sweep",
-                [Problem(path, "no values (expected a list of one or more)", "E-SWEEP")],
-            )
+    values = [axis_values(p, grid[p]) for p in paths]
     return [dict(zip(paths, combo, strict=True)) for combo in itertools.product(*values)]
 
 
@@ -337,6 +333,7 @@ def plan(
     from tiersim.plan.run import plan as run_plan
     from tiersim.sweep.execute import SweepAborted
 
+    plan_asked(objective, top)
     options = PlanOptions(objective, top, workers, executor, scheduler, time_limit_s)
     try:
         outcome = run_plan(Path(path), options, tuple(_texts(overrides)))
@@ -379,7 +376,7 @@ def imported(
     if isinstance(paths, str | Path):
         paths = [paths]
     texts = tuple(_texts(overrides))
-    options = ImportOptions(kind, hf_config, hardware, gpus, name, texts, recipe)
+    options = ImportOptions(kind, hf_config, hardware, gpus_given(gpus), name, texts, recipe)
     return assemble([Path(p) for p in paths], options)
 
 

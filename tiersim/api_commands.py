@@ -90,18 +90,19 @@ def _expert_widths(moe: Any) -> dict[str, int | None]:
     }
 
 
-def compare(
-    a: Loaded, b: Loaded, a_report: dict[str, Any], b_report: dict[str, Any]
-) -> dict[str, Any]:
+def compare(a: Any, b: Any, a_report: dict[str, Any], b_report: dict[str, Any]) -> dict[str, Any]:
     """`tiersim compare`'s content (its JSON less the labels): the inputs that differ, the
     outputs that moved (B - A, B / A), and `cost` where either scenario gives a price.
-    The reports are the runs' (`api.run(a).report`) or results folders' report.json."""
+    The reports are the runs' (`api.run(a).report`) or results folders' report.json; the
+    scenarios are taken as api.run takes them (a scenario, a file's path or a mapping)."""
+    from tiersim.api_inputs import compared
     from tiersim.report.compare import compare as differences
     from tiersim.report.cost import cost_comparison
     from tiersim.report.utilization import mfu_peak_note, peak_note
 
+    a, b = compared(a, b, a_report, b_report)
     doc_a, doc_b = compared_documents(a, b)
-    out = differences(doc_a, doc_b, a_report, b_report)
+    out = differences(doc_a, doc_b, dict(a_report), dict(b_report))
     peaks = {"A": mfu_peak_note(a.scenario), "B": mfu_peak_note(b.scenario)}
     for row in out["outputs"]:
         if row["path"] == "step.mfu" and any(peaks.values()):

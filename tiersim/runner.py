@@ -19,6 +19,7 @@ from tiersim.config.cpu_rate_notes import cpu_rate_notes
 from tiersim.config.deepspeed_notes import deepspeed_notes
 from tiersim.config.distributed_optimizer import distributed_optimizer_notes
 from tiersim.config.execution import execution_plan
+from tiersim.config.expert_notes import expert_notes
 from tiersim.config.framework import offload_notes
 from tiersim.config.generic_model_notes import generic_model_notes
 from tiersim.config.hardware_notes import hardware_notes
@@ -47,8 +48,7 @@ from tiersim.state.resolved import Resolved, resolve
 from tiersim.state.step_memory import gpu_timeline
 from tiersim.state.timeline import Timeline
 from tiersim.state.timeline_size import check_timeline_size
-from tiersim.workload.kernels import kernel_timed
-from tiersim.workload.stage_times import FLOP_TIMED_KERNEL
+from tiersim.workload.kernel_effect import kernel_notes
 
 
 def simulate(
@@ -126,13 +126,14 @@ def scenario_notes(scenario: Scenario) -> list[Problem]:
     problems), so that a figure unchanged by it is not mistaken for a measured non-effect."""
     return (
         model_notes(scenario)
-        + _kernel_notes(scenario)
+        + kernel_notes(scenario)
         + generic_model_notes(scenario)
         + _parallel_notes(scenario)
         + layout_notes(scenario)
         + offload_notes(scenario)
         + loss_fusion_notes(scenario)
         + context_comm_notes(scenario)
+        + expert_notes(scenario, *_moe_of(scenario))
         + distributed_optimizer_notes(scenario)
         + vocab_padding_notes(scenario)
         + optimizer_notes(scenario)
@@ -140,6 +141,13 @@ def scenario_notes(scenario: Scenario) -> list[Problem]:
         + peak_notes(scenario)
         + cpu_rate_notes(scenario)
     )
+
+
+def _moe_of(scenario: Scenario) -> tuple[bool, float | None]:
+    """Whether the model has routed experts, and their capacity factor."""
+    model = build_model(scenario.model)
+    moe = None if isinstance(model, GenericModel) else model.moe
+    return moe is not None, moe.capacity_factor if moe is not None else None
 
 
 def _parallel_notes(scenario: Scenario) -> list[Problem]:
@@ -154,40 +162,6 @@ def _parallel_notes(scenario: Scenario) -> list[Problem]:
         f"(tensor is {par.tensor})"
     )
     return [Problem("parallel.sequence", why, "W-NO-EFFECT")]
-
-
-def _kernel_notes(scenario: Scenario) -> list[Problem]:
-    """A `training.attention_kernel` that does not apply to the model."""
-    kernel = scenario.training.attention_kernel
-    if kernel is None:
-        return []
-    model = build_model(scenario.model)
-    where = "training.attention_kernel"
-    if isinstance(model, GenericModel):
-        why = (
-            f"{kernel} has no effect: the model is generic (a parameter count and layers, no "
-            "attention shapes), so its activations are model.activation_bytes_per_layer and "
-            "its time its FLOPs whatever the kernel"
-        )
-        return [Problem(where, why, "W-NO-EFFECT")]
-    if kernel_timed(model) or kernel == FLOP_TIMED_KERNEL:
-        return []  # its time is its kernel's, or is charged as the kernel it sets (eager)
-    parts = (("mixture-of-experts", model.moe), ("latent attention", model.mla))
-    kinds = " and ".join(what for what, part in parts if part is not None)
-    timed = f"a model with {kinds} is timed by its FLOPs (its attention as {FLOP_TIMED_KERNEL}'s)"
-    t = scenario.training
-    if t.recompute == "full" and (t.recompute_every or 1) == 1:  # it keeps its input only
-        why = (
-            f"{kernel} has no effect: under training.recompute full a layer keeps only its "
-            f"input for backward and {timed}, not kernel by kernel, so eager, sdpa and flash "
-            "give it the same activations and step time"
-        )
-        return [Problem(where, why, "W-NO-EFFECT")]
-    why = (
-        f"{kernel} sets what attention keeps for backward (the activations) but not the step "
-        f"time: {timed}, not kernel by kernel, so eager, sdpa and flash give it the same step time"
-    )
-    return [Problem(where, why, "W-NO-EFFECT")]
 
 
 def inventory(scenario: Scenario) -> Inventory:

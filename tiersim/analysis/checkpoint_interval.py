@@ -191,6 +191,7 @@ def _with_shares(record, shares: list[tuple[Into, Any]] | None, period: float):
     if shares is None:
         return record
     rules = _rules(type(record))
+    totals, share_figures = _derived(type(record))
     changes: dict[str, Any] = {}
     added = False
     for into, share in shares:
@@ -201,17 +202,15 @@ def _with_shares(record, shares: list[tuple[Into, Any]] | None, period: float):
         added = True
         if isinstance(share, dict):
             changes[into.field] = {**now, **{d: now.get(d, 0) + b for d, b in share.items()}}
-            for name, fig in rules.items():
-                if fig.total_of == into.field:
-                    changes[name] = changes.get(name, getattr(record, name)) + sum(share.values())
+            for name in totals.get(into.field, ()):
+                changes[name] = changes.get(name, getattr(record, name)) + sum(share.values())
         else:
             changes[into.field] = now + share
         if into.shown:
             changes[into.shown] = share
-    for name, fig in rules.items():
-        if fig.rule is Rule.SHARE and added:
-            numerator = changes.get(fig.of, getattr(record, fig.of))
-            changes[name] = numerator / period if period > 0 else 0.0
+    for name, fig in share_figures if added else ():
+        numerator = changes.get(fig.of, getattr(record, fig.of))
+        changes[name] = numerator / period if period > 0 else 0.0
     return replaced(record, **changes)
 
 
@@ -220,6 +219,19 @@ def _rules(record_type: type) -> dict[str, Figure]:
     """Each field of a result record class with its figure (`figures`), worked out once a
     class (read, never changed)."""
     return dict(figures(record_type))
+
+
+@functools.cache
+def _derived(record_type: type) -> tuple[dict[str, tuple[str, ...]], tuple]:
+    """A result record class's fields that total another (by the field they total) and its
+    SHARE figures (name, figure), each in declaration order (`_rules`' order), worked out
+    once a class: `_with_shares` reads them for each record."""
+    totals: dict[str, tuple[str, ...]] = {}
+    for name, fig in _rules(record_type).items():
+        if fig.total_of is not None:
+            totals[fig.total_of] = (*totals.get(fig.total_of, ()), name)
+    shared = tuple((n, f) for n, f in _rules(record_type).items() if f.rule is Rule.SHARE)
+    return totals, shared
 
 
 def _holding_versions(ts, nbytes: int):

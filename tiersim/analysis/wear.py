@@ -44,6 +44,7 @@ from tiersim.analysis.write_amplification import (
     random_write_amplification,
     write_amplification,
 )
+from tiersim.config.batch import sequences_per_accumulation
 from tiersim.config.schema import Budget, Endurance, Scenario, Tier, TierBudget
 from tiersim.core.errors import Problem
 from tiersim.core.records import record
@@ -321,11 +322,13 @@ class Remedies:
     capacity_bytes: float | None
     spare_area: float | None
     move_off: list[str]
+    per_accumulation: int | None = None  # config.batch.sequences_per_accumulation's
 
 
 def remedies(
-    w: TierWear, v: Verdict, endurance: Endurance, micro_batches: int, compute_s: float
+    w: TierWear, v: Verdict, endurance: Endurance, result: StepResult, scenario: Scenario
 ) -> Remedies:
+    micro_batches, compute_s = result.micro_batches, result.compute_s
     per_mb = sum(w.host_bytes_by_class.get(c, 0.0) for c in PER_MICRO_BATCH)
     # the training seconds per day held as G changes: never more than a day, whatever
     # budget.steps_per_day says (a changed step must be able to run as often as it assumes)
@@ -348,10 +351,8 @@ def remedies(
         capacity_bytes=capacity_to_fit(w, v),
         spare_area=spare_area_to_fit(w, v, endurance),
         move_off=classes_to_move(w, v.allowed_host_bytes_per_day),
+        per_accumulation=sequences_per_accumulation(scenario),
     )
-
-
-# --- the scenario view -------------------------------------------------------------------------
 
 
 @record
@@ -392,8 +393,7 @@ def assess(scenario: Scenario, result: StepResult) -> dict[str, Assessment]:
         w = tier_wear(name, tier, stats.written_by_source, step_s, per_day)
         budget = scenario.budget.tiers.get(name)
         v = judge(w, budget, tier.endurance.warranty) if budget else None
-        fix = None
-        if v is not None and not v.within_budget:
-            fix = remedies(w, v, tier.endurance, result.micro_batches, result.compute_s)
+        fails = v is not None and not v.within_budget
+        fix = remedies(w, v, tier.endurance, result, scenario) if fails else None
         out[name] = Assessment(w, v, fix)
     return out

@@ -60,3 +60,11 @@ def derive_accumulation(resolved: dict[str, Any]) -> list[Problem]:
         return [Problem("training.grad_accumulation", why, "E-LAYOUT")]
     training["grad_accumulation"] = derived
     return []
+
+
+def sequences_per_accumulation(scenario: Any) -> int | None:
+    """The sequences one gradient-accumulation step adds to the global batch (micro_batch_size
+    x parallel.data), where the scenario is written in `training.global_batch_size` (a plan
+    written so reads a remedy as a global batch too); None otherwise."""
+    t = scenario.training
+    return None if t.global_batch_size is None else t.micro_batch_size * scenario.parallel.data

@@ -23,6 +23,7 @@ def mesh_problems(s: Scenario) -> list[Problem]:
         + _context_problems(s)
         + _hsdp_problems(s)
         + _expert_problems(s)
+        + _imbalance_problems(s)
     )
 
 
@@ -287,6 +288,27 @@ def _expert_problems(s: Scenario) -> list[Problem]:
         why = f"the experts ({experts}) do not split evenly over it"
         problems.append(_layout("parallel.expert", f"is {e}: {why} (expected a divisor)"))
     return problems
+
+
+def _imbalance_problems(s: Scenario) -> list[Problem]:
+    """The busiest of e expert ranks receives at most every row its group routes to it: each
+    of the e ranks' T tokens sends it at most min(k, E/e) rows (a token's k experts are
+    distinct, E/e of them on that rank), against the mean k·T: an imbalance of at most
+    e·min(k, E/e)/k. More is no routing's outcome (review 2026-12-07-g)."""
+    par, experts, k = s.parallel, s.model.experts, s.model.experts_per_token
+    e = par.expert
+    if e == 1 or experts is None or k is None or experts % e or s.model.capacity_factor:
+        return []  # nothing to bound (a capacity factor caps it: a note), or refused already
+    most = e * min(k, experts // e) / k
+    if par.expert_imbalance <= most:
+        return []
+    why = (
+        f"is {par.expert_imbalance:g}, more than the busiest of {e} expert ranks can receive: "
+        f"every token of the group sends it at most min(k, experts / expert) = "
+        f"min({k}, {experts // e}) rows against the mean k = {k}, so at most "
+        f"{e} x {min(k, experts // e)} / {k} = {most:g} (expected 1 to {most:g})"
+    )
+    return [_layout("parallel.expert_imbalance", why)]
 
 
 def _sizes(ranks: int, et: int) -> str:

@@ -173,7 +173,7 @@ def _step_ends(ops: list, step_left: list[int]) -> list[tuple[int, int]]:
 
 def _occupier(occupancy: dict, recorder: Any):
     """`occupy(changes, now, sign)`: each (tier, bytes) of `changes` taken (sign 1) or given
-    back (-1) at `now`, the engine's arithmetic (`_Occupancy.change`, inline: an op in two
+    back (-1) at `now`, the engine's arithmetic (`Occupancy.change`, inline: an op in two
     changes one), the recorder told of each: where it only keeps them
     (periods.Occupancies.kept), appended to its lists as its `memory` appends them."""
     kept = None if recorder is None else getattr(recorder, "kept", None)
@@ -190,6 +190,7 @@ def _occupier(occupancy: dict, recorder: Any):
             occ.current = current
             if current > occ.peak:
                 occ.peak = current
+                occ.peak_at = now
             elif current < occ.low:
                 occ.low = current
             if kept is not None:

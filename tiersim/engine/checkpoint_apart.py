@@ -34,9 +34,7 @@ from __future__ import annotations
 
 import bisect
 import dataclasses
-import itertools
 import math
-import operator
 from typing import Any
 
 from tiersim.core.records import record
@@ -52,7 +50,6 @@ from tiersim.state.placement import expert_homes, homes
 from tiersim.state.resolved import Resolved
 
 CHECKPOINT_RUN = (1, frozenset({0}))  # the run measured: one step, with its checkpoint
-_KIND, _MOVES = operator.attrgetter("kind"), itertools.repeat(OpKind.MOVE)
 
 
 @record
@@ -102,8 +99,9 @@ def measure_apart(
     schedule = run.runs.planned(*CHECKPOINT_RUN)
     n = len(run.ops)
     mine = schedule.ops[n:]
-    differ = itertools.compress(range(n), map(operator.is_not, run.ops, schedule.ops))
-    if any(run.ops[j] != schedule.ops[j] for j in differ):
+    # (the lists compared at C level: each pair the same op, or equal, as before)
+    head = schedule.ops[:n]
+    if run.ops[: len(head)] != head:
         return None  # the checkpoint changed an op of the step itself
     # the copy's queues in closed form beside the plain run, where they allow; else simulated
     known = run.runs.closed
@@ -112,11 +110,11 @@ def measure_apart(
         schedule, engine, _, _ = run.runs(res, setup, *CHECKPOINT_RUN)
     log = engine.log
     trained = max(log.end[:n])  # the training's end, the checkpoint's moves aside
-    kinds = map(_KIND, mine)
-    moves = list(itertools.compress(itertools.count(n), map(operator.is_, kinds, _MOVES)))
+    moves = [i for i, op in enumerate(mine, n) if op.kind is OpKind.MOVE]
     if not moves or min(map(log.start.__getitem__, moves)) < run.period_starts[2]:
         return None  # it overlaps the periods that repeat: it may depend on their number
-    late = [(op, log.end[i]) for i, op in enumerate(mine, n) if log.end[i] > trained]
+    ends = log.end
+    late = [(op, ends[i]) for i, op in enumerate(mine, n) if ends[i] > trained]
     run = dataclasses.replace(run, trained=trained)
     peaks = {t: o.peak for t, o in engine.occupancy.items()}
     if not _apart(setup.topo, res, run, late, (mine, peaks)):

@@ -9,7 +9,6 @@ from __future__ import annotations
 import bisect
 import itertools
 import math
-import operator
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,9 +18,7 @@ from tiersim.engine.copy_queues import Copy, copy_rate, copy_times
 from tiersim.engine.core import RunLog, move_plan
 from tiersim.engine.ops import OpKind, Role
 
-MOVE, COMM, SYNC = OpKind.MOVE, OpKind.COMM, OpKind.SYNC
-_DEPS, _KIND, _TIMED = (operator.attrgetter(a) for a in ("deps", "kind", "timed"))
-_ROLE, _CHECKPOINTS = operator.attrgetter("role"), itertools.repeat(Role.CHECKPOINT)
+MOVE, COMM, SYNC, CHECKPOINT = OpKind.MOVE, OpKind.COMM, OpKind.SYNC, Role.CHECKPOINT
 
 
 @dataclass
@@ -76,7 +73,9 @@ def closed_copy(
     why = copy_times(ops, n, plans, capacity, (starts, ends), copy)
     lone: dict[int, tuple] = {}
     # the step's transfers (moves and collectives: the kinds not timed), by index
-    transfers = list(itertools.compress(range(n), map(operator.not_, map(_TIMED, map(_KIND, ops)))))
+    # (comprehensions, not chains of maps: an attribute read by `attrgetter` goes through
+    # the type's lookup each time, where CPython 3.11's specialized bytecode reads a slot)
+    transfers = [i for i in range(n) if not ops[i].kind.timed]
     if why is None:
         why = _step_beside(ops, (n, transfers), plans, capacity, (starts, ends), copy, lone)
     if why is not None:
@@ -85,13 +84,12 @@ def closed_copy(
     if isinstance(peaks, str):
         return peaks
     log = RunLog(starts, ends, [max(ends)], [0], events=plain.events + 4 * (len(ops) - n))
-    spans = [(b, ends[i], copy.moves[i][1]) for i, b in copy.flows.items()]
-    spans.extend((b, ends[i], rs) for i, (b, rs) in lone.items())
-    busy = _busy(plain.intervals, spans)
+    busy = _busy(plain.intervals, copy, ends, lone)
     run = ClosedRun(schedule, setup.topo, log, _Net(_Busy(busy)), peaks)
-    if all(map(operator.is_, map(_ROLE, itertools.islice(ops, n, None)), _CHECKPOINTS)):
+    copied = [op.role for op in itertools.islice(ops, n, None)]  # (lists: no generator)
+    if copied.count(CHECKPOINT) == len(copied):
         run.others = tuple([column[i] for i in transfers] for column in (ops, starts, ends))
-        if not any(map(operator.is_, map(_ROLE, itertools.islice(ops, n)), _CHECKPOINTS)):
+        if CHECKPOINT not in [op.role for op in itertools.islice(ops, n)]:  # (no generator)
             run.mine = (ops[n:], starts[n:], ends[n:])  # of_role's rows: the copy's ops
     return run
 
@@ -101,30 +99,40 @@ def _step_flows(ops: list, transfers: list, plans: dict, times: tuple, on: set) 
     (op, begin, end, resources). `transfers`: the step's moves and collectives."""
     starts, ends = times
     by: dict[Any, list] = {}
-    # each resource tuple's lists in `by` (those of its resources among `on`), by identity
-    near: dict[int, tuple] = {}
+    # each route's resources, delay and lists in `by` (those of its resources among `on`),
+    # by its key (a move's (src, dst, bytes), a collective's channel)
+    near: dict[Any, tuple] = {}
     for i in transfers:
         op = ops[i]
         kind = op.kind
         if kind is MOVE:
             if op.nbytes <= 0:
                 continue
-            plan = plans[(op.src, op.dst, op.nbytes)]
-            resources, delay = plan.resources, plan.delay
+            key = (op.src, op.dst, op.nbytes)
+            mine = near.get(key)
+            if mine is None:  # (a list made in `by` here gets this op's flow at once)
+                plan = plans[key]
+                mine = near[key] = _route_lists(plan.resources, plan.delay, by, on)
         elif kind is COMM or kind is SYNC:
-            resources, delay = (op.resource,), op.latency
+            mine = near.get(op.resource)
+            if mine is None:
+                mine = near[op.resource] = _route_lists((op.resource,), None, by, on)
         else:
             continue
-        mine = near.get(id(resources))
-        if mine is None:  # (a list made in `by` here gets this op's flow at once)
-            lists = tuple(by.setdefault(r, []) for r in resources if r in on)
-            mine = near[id(resources)] = (resources, lists)
-        if mine[1]:
+        resources, delay, lists = mine
+        if lists:
+            delay = op.latency if delay is None else delay
             start = starts[i]
             flow = (i, start + delay if delay > 0 else start, ends[i], resources)
-            for found in mine[1]:
+            for found in lists:
                 found.append(flow)
     return by
+
+
+def _route_lists(resources: tuple, delay: float | None, by: dict, on: set) -> tuple:
+    """A route's resources, its delay (None: each collective's own latency) and the lists
+    in `by` of its resources among `on` (made where none yet)."""
+    return resources, delay, tuple(by.setdefault(r, []) for r in resources if r in on)
 
 
 def _step_beside(
@@ -140,19 +148,15 @@ def _step_beside(
     by = _step_flows(ops, transfers, plans, times, set(window))
     alone: dict[int, float] = {}  # each route's narrowest rate, by its resources' identity
     slowed: dict[int, tuple] = {}
+    found: list[list] = []  # the flows in a window, read once for equal flows and windows
     for r, flows in by.items():
-        lo, hi = window[r]
-        there = [f for f in flows if f[1] < hi and f[2] > lo]
+        there, rates, most = _there(flows, window[r], found, alone, capacity)
         if not there:
             continue
         if r in copy.traces:
             return f"a flow of the step crosses the copy's queue {r}"
-        for f in there:
-            if id(f[3]) not in alone:
-                alone[id(f[3])] = min(capacity[x] for x in f[3])
         room = capacity[r] - sum(capacity[q] for q in copy.through[r])
-        rates = [alone[id(f[3])] for f in there]
-        if sum(rates) > room and (max(rates) > room or _most_at_once(there, rates) > room):
+        if sum(rates) > room and (max(rates) > room or most() > room):
             slowed.update((f[0], f) for f in there)
     if not slowed:
         return None
@@ -161,6 +165,31 @@ def _step_beside(
     if not wanted <= set(window):  # every step flow on a slowed flow's resources
         by = _step_flows(ops, transfers, plans, times, wanted | set(window))
     return _lone(ops, n, plans, capacity, times, copy, (by, slowed, lone, wanted))
+
+
+def _there(flows: list, span: list, found: list, alone: dict, capacity: dict) -> tuple:
+    """The step's `flows` on a resource that overlap the copy's `span` there, each one's
+    narrowest rate (`alone`, by its resources' identity) and the most they take at once
+    (`_most_at_once`, worked out once asked): as `found` has them where the flows and the
+    span are those of a resource read before (the resources of one route: the same)."""
+    lo, hi = span
+    for seen in found:
+        if seen[0] == lo and seen[1] == hi and seen[2] == flows:
+            return seen[3], seen[4], seen[5]
+    there = [f for f in flows if f[1] < hi and f[2] > lo]
+    for f in there:
+        if id(f[3]) not in alone:
+            alone[id(f[3])] = min(capacity[x] for x in f[3])
+    rates = [alone[id(f[3])] for f in there]
+    most: list = []
+
+    def at_once() -> float:
+        if not most:
+            most.append(_most_at_once(there, rates))
+        return most[0]
+
+    found.append([lo, hi, flows, there, rates, at_once])
+    return there, rates, at_once
 
 
 def _most_at_once(flows: list, rates: list) -> float:
@@ -289,14 +318,11 @@ def _moved(ops: list, n: int, times: tuple, moved: dict) -> str | None:
         ends[i] = new
     changed = set(moved)
     first = min(moved) + 1
-    # the ops waiting for a changed one, found lazily: the set grows as they are walked
-    waits = map(
-        operator.not_, map(changed.isdisjoint, map(_DEPS, itertools.islice(ops, first, None)))
-    )
-    for j in itertools.compress(range(first, len(ops)), waits):
+    # the step's ops waiting for a changed one, in turn: the set grows as they are walked
+    for j in range(first, n):
         deps = ops[j].deps
-        if j >= n:
-            return "a copy op waits for an op of the step the copy moves"
+        if changed.isdisjoint(deps):
+            continue
         if max(deps) >= j:
             return "an op of the step waits for a later op"
         at = max(map(ends.__getitem__, deps))
@@ -307,22 +333,24 @@ def _moved(ops: list, n: int, times: tuple, moved: dict) -> str | None:
             return "the copy moves a transfer or a memory change of the step"
         starts[j], ends[j] = at, at + op.duration if op.duration > 0 else at
         changed.add(j)
+    # the copy's ops, the set now whole: none may wait for a changed op (all deps at once)
+    if not changed.isdisjoint(itertools.chain.from_iterable([op.deps for op in ops[n:]])):
+        return "a copy op waits for an op of the step the copy moves"
     return None
 
 
-def _busy(plain: dict[str, list], spans: list) -> dict[str, list]:
+def _busy(plain: dict[str, list], copy: Copy, ends: list, lone: dict) -> dict[str, list]:
     """Each link's busy intervals: the plain run's with the copy's spans and the slowed
-    flows' longer ones added (each flow's, on each link it crosses)."""
+    flows' longer ones added (each flow's, on each link it crosses): the copy's route by
+    route (`Copy.by_route`: its channels found once), then each slowed flow's."""
     added: dict[str, list] = {}
-    lists: dict[int, tuple] = {}  # each route's channels' added spans, by its identity
-    for begin, end, resources in spans:
-        mine = lists.get(id(resources))
-        if mine is None:
-            names = {r.channel for r in resources} - {None}
-            mine = lists[id(resources)] = tuple(added.setdefault(c, []) for c in names)
-        if end > begin:
-            for spans_added in mine:
-                spans_added.append((begin, end))
+    flows = copy.flows
+    routes = [(rs, [(flows[i], ends[i]) for i in mine]) for rs, _, mine in copy.by_route.values()]
+    routes.extend((rs, [(begin, ends[i])]) for i, (begin, rs) in lone.items())
+    for resources, spans in routes:
+        kept = [span for span in spans if span[1] > span[0]]
+        for name in {r.channel for r in resources} - {None}:
+            added.setdefault(name, []).extend(kept)
     busy = dict(plain)
     for name, extra in added.items():
         busy[name] = union(busy.get(name, []) + extra)

@@ -34,9 +34,9 @@ Where a condition fails, `closed_copy` says which, and the copy is simulated as 
 from __future__ import annotations
 
 import heapq
-import itertools
 import math
 import operator
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -46,9 +46,6 @@ from tiersim.engine.flowwalks import EPS_BYTES
 from tiersim.engine.ops import OpKind
 
 MOVE = OpKind.MOVE
-_SRC, _DST = operator.attrgetter("src"), operator.attrgetter("dst")
-_NBYTES, _RESOURCE = operator.attrgetter("nbytes"), operator.attrgetter("resource")
-_KIND, _MOVES = operator.attrgetter("kind"), itertools.repeat(MOVE)
 _QUEUE = operator.itemgetter(2)  # a copy move's queue (`copy_moves`)
 
 
@@ -65,6 +62,9 @@ class Copy:
     through: dict[Any, set] = field(default_factory=dict)  # resource: the queues crossing it
     routes: dict[Any, set] = field(default_factory=dict)  # resource: the routes crossing it
     rates: dict[Any, tuple] = field(default_factory=dict)  # the copy's rate on a resource
+    # each route's (resources, queue, its flows' ops), by the resources' identity, in the
+    # order their first begins were found
+    by_route: dict[int, tuple] = field(default_factory=dict)
 
 
 def copy_times(ops: list, n: int, plans: dict, capacity: dict, times: tuple, copy: Copy):
@@ -74,12 +74,11 @@ def copy_times(ops: list, n: int, plans: dict, capacity: dict, times: tuple, cop
     moves = copy.moves = copy.moves or copy_moves(ops, n, plans, capacity)
     if isinstance(moves, str):
         return moves
-    left: dict = {}
-    for q in map(_QUEUE, moves.values()):
-        left[q] = left.get(q, 0) + 1
+    flows_of = Counter(map(_QUEUE, moves.values()))  # each queue's flows, as first met
+    for q in flows_of:
         copy.arrivals.setdefault(q, [])
     todo, get, flows, arrivals = range(n, len(ops)), ends.__getitem__, copy.flows, copy.arrivals
-    routes: dict[int, tuple] = {}  # a route's resources, queue and its flows' ops, by identity
+    routes = copy.by_route  # a route's resources, queue and its flows' ops, by identity
     while todo:
         waiting = []
         for i in todo:
@@ -97,12 +96,12 @@ def copy_times(ops: list, n: int, plans: dict, capacity: dict, times: tuple, cop
             delay, resources, queue, _ = move
             begin = flows[i] = at + delay if delay > 0 else at
             arrivals[queue].append((begin, i, op.nbytes))
-            left[queue] -= 1
             route = routes.get(id(resources))
             if route is None:
                 route = routes[id(resources)] = (resources, queue, [])
             route[2].append(i)
-        solved = [q for q, k in left.items() if k == 0 and q not in copy.traces]
+        # a queue whose every flow's arrival is known
+        solved = [q for q, k in flows_of.items() if k == len(arrivals[q]) and q not in copy.traces]
         if not solved and len(waiting) == len(todo):
             return "a copy flow waits for another flow of its own queue"
         for q in solved:
@@ -149,30 +148,31 @@ def copy_moves(ops: list, n: int, plans: dict, capacity: dict, plan_of: Any = No
 
 def _queue(capacity: float, arrivals: list, ends: list) -> list:
     """One queue's flows, processor-shared (module docstring): each flow's end into `ends`;
-    the trace of its changes, (time, op, +1 or -1, flows present after)."""
+    the trace of its changes, (time, op, +1 or -1, flows present after). Each arrival in
+    turn, the flows done by its instant leaving first; then the rest, each end next."""
     arrivals.sort()
     trace: list = []
     tags: list = []  # (service at which the flow is done, op, its bytes)
-    served, now, k, count = 0.0, arrivals[0][0], 0, len(arrivals)
-    push, pop, note, inf = heapq.heappush, heapq.heappop, trace.append, math.inf
-    while k < count or tags:
-        present = len(tags)
-        due = now + (tags[0][0] - served) * present / capacity if tags else inf
-        nxt = arrivals[k][0] if k < count else inf
-        if due - nxt <= TIE * nxt:  # a flow done at an arrival's instant leaves first
+    served, now, nxt = 0.0, arrivals[0][0], 0.0
+    push, pop, note = heapq.heappush, heapq.heappop, trace.append
+    for nxt, i, nbytes in [*arrivals, (math.inf, -1, 0)]:
+        while tags:
+            due = now + (tags[0][0] - served) * len(tags) / capacity
+            if due - nxt > TIE * nxt:  # (a flow done at an arrival's instant leaves first)
+                break
             now, served = due, tags[0][0]
             while tags and tags[0][0] - served <= EPS_BYTES + 1e-12 * tags[0][2]:
-                i = pop(tags)[1]
-                ends[i] = now
-                note((now, i, -1, len(tags)))
-        else:
-            if present:
-                served += (nxt - now) * capacity / present
-            now = nxt
-            _, i, nbytes = arrivals[k]
-            k += 1
-            push(tags, (served + nbytes, i, nbytes))
-            note((now, i, 1, present + 1))
+                j = pop(tags)[1]
+                ends[j] = now
+                note((now, j, -1, len(tags)))
+        if i < 0:  # (the last arrival's next, at infinity: every flow has left)
+            return trace
+        present = len(tags)
+        if present:
+            served += (nxt - now) * capacity / present
+        now = nxt
+        push(tags, (served + nbytes, i, nbytes))
+        note((now, i, 1, present + 1))
     return trace
 
 
@@ -237,13 +237,17 @@ def may_close(res: Any, topo: Any, plain: Any, longer: Any) -> tuple | None:
     queues = set(map(_QUEUE, moves.values()))
     # every route a step op could take (a non-move's src is "") and every channel it uses
     mine = plain.ops
-    # (only a move has a source: the others' routes are never read)
-    moving = list(itertools.compress(mine, map(operator.is_, map(_KIND, mine), _MOVES)))
-    keys = set(zip(map(_SRC, moving), map(_DST, moving), map(_NBYTES, moving), strict=True))
+    # (only a move has a source: the others' routes are never read; one pass, where chains
+    # of maps' `attrgetter` look each slot up in the type)
+    keys, channels = set(), set()
+    for op in mine:
+        channels.add(op.resource)
+        if op.kind is MOVE:
+            keys.add((op.src, op.dst, op.nbytes))
     for src, dst, nbytes in keys:
         if src and nbytes > 0 and not queues.isdisjoint(topo.route(src, dst, nbytes).resources):
             return None
-    return (plans, moves) if queues.isdisjoint(set(map(_RESOURCE, mine))) else None
+    return (plans, moves) if queues.isdisjoint(channels) else None
 
 
 def copy_rate(r: Any, copy: Copy, capacity: dict) -> tuple[list, list, list]:

@@ -28,6 +28,7 @@ from tiersim.engine.channel import Channel
 from tiersim.engine.clock import scheduler
 from tiersim.engine.flows import Due, FlowNetwork, max_min_rates, priority_rates
 from tiersim.engine.graph import dependency_graph, ops_per_step
+from tiersim.engine.occupancy import Occupancy
 from tiersim.engine.ops import Op, OpKind, Schedule
 from tiersim.hardware.resources import Network, Resource
 from tiersim.hardware.topology import Topology
@@ -46,27 +47,6 @@ class Recorder(Protocol):
     # for one that keeps only occupancy, tiersim.engine.periods.Occupancies); absent: True
 
     def memory(self, tier: str, now: float, occupied: float) -> None: ...
-
-
-@dataclass(slots=True)
-class _Occupancy:
-    current: float
-    peak: float
-    low: float = 0.0
-    integral: float = 0.0
-    last: float = 0.0
-
-    def change(self, now: float, delta: float) -> None:
-        self.integral += self.current * (now - self.last)
-        self.last = now
-        self.current += delta
-        if self.current > self.peak:
-            self.peak = self.current
-        elif self.current < self.low:
-            self.low = self.current
-
-    def integral_at(self, now: float) -> float:
-        return self.integral + self.current * (now - self.last)
 
 
 @dataclass
@@ -123,7 +103,10 @@ class Engine:
         # collectives, each on its channel alone, shared max-min there (channel.py), or by
         # the network with the other transfers where another policy orders them
         self._channels: dict | None = {} if policy is max_min_rates else None
-        self.occupancy = {t: _Occupancy(float(b), float(b), float(b)) for t, b in baseline.items()}
+        self.occupancy = {
+            t: Occupancy(float(b), float(b), float(b), 0.0, 0.0, start_s)
+            for t, b in baseline.items()
+        }
         self.ordered = res.execution.simulation.link_sharing == "ordered"
         # the dependency graph only for the event loop (`graph`): a chain is walked without it
         self.waiting: list[int] | None = None
@@ -220,6 +203,7 @@ class Engine:
                     occ.current = current
                     if current > occ.peak:
                         occ.peak = current
+                        occ.peak_at = now
                     elif current < occ.low:
                         occ.low = current
             else:
@@ -292,7 +276,7 @@ class Engine:
 
     def _occupy_all(self, changes: tuple[tuple[str, int], ...], now: float, sign: int) -> None:
         """Each (tier, bytes) of `changes` taken (sign 1) or given back (-1) at `now`: the
-        arithmetic of _Occupancy.change, inline (one call per op, not per change)."""
+        arithmetic of Occupancy.change, inline (one call per op, not per change)."""
         if self.recorder is not None:
             for tier, nbytes in changes:
                 self._occupy(tier, now, sign * nbytes)
@@ -307,6 +291,7 @@ class Engine:
             occ.current = current
             if current > occ.peak:
                 occ.peak = current
+                occ.peak_at = now
             elif current < occ.low:
                 occ.low = current
 
@@ -338,6 +323,7 @@ class Engine:
                 occ.current = current
                 if current > occ.peak:
                     occ.peak = current
+                    occ.peak_at = now
                 elif current < occ.low:
                     occ.low = current
         step = op.step

@@ -32,6 +32,7 @@ from tiersim.core.frozen import replaced
 from tiersim.engine.core import Engine, RunLog
 from tiersim.engine.metrics import Rows, in_flight_added_s, link_busy_s, of_role, routed
 from tiersim.engine.ops import OpKind, Role
+from tiersim.engine.peak_moment import moved_peaks
 from tiersim.engine.results import MAX_STEADY_STEPS, CheckpointRun, StepResult
 from tiersim.engine.schedule_checkpoint import share, shares, split_of
 from tiersim.engine.setup import RunSetup
@@ -250,7 +251,14 @@ def measure_checkpoint(
     noise = 2 * round_off(log.events + engine.net.wakeups, log.step_end[-1])
     seconds = (end - start, stall, noise)
     ran = checkpoint_run(res, setup, run_figures, measured, seconds, steady, mine)
-    return replaced(ran, drain_steps=sum(e < end for e in log.step_end[measured + 1 :]))
+    ran = replaced(ran, drain_steps=sum(e < end for e in log.step_end[measured + 1 :]))
+    if res.execution.checkpoint.every_steps == 1:  # every step's: the steps settle (_settled)
+        return ran
+    peaks = {t: s.peak_bytes for t, s in plain.tiers.items()}
+    moved = moved_peaks(res, setup, (schedule, engine), measured, mine, peaks)
+    if isinstance(moved, str):
+        return replaced(ran, peak_moved=moved)
+    return replaced(ran, peak_moments=moved) if moved else ran
 
 
 def checkpoint_run(

@@ -1,7 +1,7 @@
 """The steady pairs a run's measured periods keep clear of: the first micro-batch's and the
 last's visits, and, where anything is fetched ahead of a use, the cool-down's prefetches
 (tiersim.engine.steady: `one_run_length` sizes the one run with them, `period_starts`
-places its two periods before the pairs kept after them)."""
+places its two periods before the pairs kept after them: `period_marks`)."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from tiersim.engine import schedule_shared
 from tiersim.state.placement import expert_homes, homes
 from tiersim.state.resolved import Resolved
 from tiersim.state.sharding import sharded_classes
+from tiersim.workload.pipeline import warmup_forwards
 
 
 def margins(res: Resolved) -> tuple[int, int]:
@@ -76,3 +77,20 @@ def may_run_one_period(res: Resolved) -> bool:
     if res.execution.parallel.virtual_pipeline == 1:
         return False
     return schedule_shared.ENABLED and not res.execution.checkpoint_simulated and not fetches(res)
+
+
+def period_marks(res: Resolved, stage: int, schedule, step: int, periods: int = 2) -> list | None:
+    """The first op of each of `step`'s last `periods` full steady periods (before the pairs
+    `margins` keeps after them) and of the first pair after them, by the schedule's order
+    marks alone (`steady.period_starts` checks that they repeat); None where the step has
+    too few. A period is p micro-batches interleaved, else one (`steady.period`)."""
+    par = res.execution.parallel
+    p, v, marks = par.pipeline, par.virtual_pipeline, schedule.order_starts[step]
+    m = len(marks) // (2 * v)  # a forward and a backward per micro-batch and chunk
+    warmup = warmup_forwards(stage, p, m, v)
+    span = 2 * (p if v > 1 else 1) * v  # order elements per period
+    end = warmup + 2 * (m * v - warmup)  # the steady pairs (a forward, a backward) end here
+    third = end - 2 * margins(res)[1]  # the pairs kept after the periods begin
+    if third - periods * span < warmup:
+        return None
+    return [marks[third - k * span] for k in range(periods, -1, -1)]

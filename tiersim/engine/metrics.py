@@ -296,9 +296,9 @@ def in_flight_added_s(
     others = _spans_by_kind(engine, (first, last), role, False, others)
     theirs = _by_link(engine.topo, others, only=set(mine))
     out = {}
-    for name, found in mine.items():
-        together = iv.total(iv.union(found + theirs.get(name, [])))
-        out[name] = max(0.0, together - iv.total(iv.union(theirs.get(name, []))))
+    for name, found in mine.items():  # (the others' union reused: a union of unions is one)
+        alone = iv.union(theirs.get(name, []))
+        out[name] = max(0.0, iv.total(iv.union(found + alone)) - iv.total(alone))
     return out
 
 

@@ -95,6 +95,18 @@ class OpList:
             self.own_records()
         return index
 
+    def add_move(self, op: Op) -> int:
+        """`add` for a move whose deps (a tuple) are earlier ops, none None and none twice,
+        its alloc a tuple (a checkpoint's copies: tiersim.engine.schedule_checkpoint): the
+        op appended as `add` leaves it, without its checks (a move is on no stream and never
+        goes on the chain)."""
+        ops = self.ops
+        index = len(ops)
+        ops.append(op)
+        if self.shared and self.chain_length <= index:  # the chain broken: records read
+            self.own_records()
+        return index
+
     def own_records(self) -> None:
         """Every shared record made the op's own (schedule_shared.materialize); from now on
         each op is built with its own."""

@@ -139,6 +139,11 @@ class CheckpointRun:
     # the most its seconds (a difference of its run's and a baseline's) can err by from
     # floating-point arithmetic (tiersim.engine.steady.round_off): not reported
     round_off_s: float = field(default=0.0, metadata=figure(GIVEN))
+    # where its run's peaks are reached beside its drain, for steady.grow_checkpoint
+    # (tiersim.engine.peak_moment): why they may not hold at another micro-batch count
+    # ("": none), and those reached past the next step's periods: not reported
+    peak_moved: str = field(default="", metadata=figure(GIVEN))
+    peak_moments: tuple = field(default=(), metadata=figure(GIVEN))
 
 
 @record

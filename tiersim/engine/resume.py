@@ -202,7 +202,7 @@ def _transplant(a: Engine, b: Engine, watch: Watch) -> bool:
     b.env._queue.extend(queue)  # the same order: a heap still
     _log(a.log, b.log, n, watch.extra)
     b.occupancy = {
-        tier: type(o)(o.current, o.peak, o.low, o.integral, o.last)
+        tier: type(o)(o.current, o.peak, o.low, o.integral, o.last, o.peak_at)
         for tier, o in a.occupancy.items()
     }
     b._plans, b._alone_sets, b._timers = dict(a._plans), dict(a._alone_sets), a._timers

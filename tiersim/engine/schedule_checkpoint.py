@@ -74,19 +74,22 @@ class CheckpointPhase:
         twin.durable = self.durable
         return twin
 
-    def _sources(self, u: int) -> list[tuple[str, int, int | None]]:
-        """Each checkpointed class of unit u: its bytes and the op its current version awaits."""
-        unit, res, split = self.c.wl.units[u], self.c.res, self.split
-
-        def ready(cls: str) -> int | None:
-            if cls == "weights":  # under a delayed update (DPU) the next step runs on the
-                # weights before, but the checkpoint saves this step's: the cast of the master
-                # it saves beside them, once this step's update is over
-                this_step = self.ready.previous_weights
-                return (self.ready.weights if this_step is None else this_step)[u]
-            return self.ready.state.get((cls, u))
-
-        return [(c, share(res, unit, c, split), ready(c)) for c in CHECKPOINTED]
+    def _sources(self) -> list[tuple[int, list[tuple[str, int, int | None]]]]:
+        """Each unit's checkpointed classes: each one's bytes and the op its current version
+        awaits (under a delayed update (DPU) the next step runs on the weights before, but
+        the checkpoint saves this step's: the cast of the master it saves beside them, once
+        this step's update is over), unit by unit."""
+        res, split, state = self.c.res, self.split, self.ready.state
+        this_step = self.ready.previous_weights
+        weights = self.ready.weights if this_step is None else this_step
+        out = []
+        for u, unit in enumerate(self.c.wl.units):
+            mine = weights[u]
+            out.append((u, [
+                (c, share(res, unit, c, split), mine if c == "weights" else state.get((c, u)))
+                for c in CHECKPOINTED
+            ]))  # fmt: skip
+        return out
 
     def step(self, step: int) -> None:
         ck = self.c.res.execution.checkpoint
@@ -96,7 +99,7 @@ class CheckpointPhase:
         # for every drain
         previous = [] if self.durable is None else [self.durable]
         self.last_drains, self.durable = [], None
-        sources = [(u, self._sources(u)) for u in range(len(self.c.wl.units))]
+        sources = self._sources()
         after = None
         if ck.mode == "blocking":  # saved once the optimizer step is over, as torch.save or
             # DCP's save after optimizer.step(): nothing of it overlaps the update
@@ -144,26 +147,28 @@ class CheckpointPhase:
         directly (its checks hold for every checkpoint copy: a checkpointed class, some
         bytes, a copy), the loop's invariants looked up once."""
         ck = self.c.res.execution.checkpoint
-        staging, target, add = ck.staging, ck.target, self.ops.add
+        staging, target, add = ck.staging, ck.target, self.ops.add_move
         guards, drains, staged = self.ready.snapshot_guard, self.last_drains, self.staged
         for u, own in sources:
             home, name = self.c.home_of(u), self.c.wl.units[u].name
             for cls, nbytes, ready in own:
                 if nbytes <= 0:
                     continue
-                deps, label, src = [ready, *previous], f"{cls} {name}", home[cls]
+                # the deps `OpList.add` would leave: none None, none twice, a tuple
+                deps = tuple(previous) if ready is None or ready in previous else (ready, *previous)
+                src = home[cls]
                 guard = guards.setdefault(u, [])
                 # Op's fields in order, as OpList.move builds them
                 if src == staging:  # no separate snapshot: the live copy drained
-                    drain = add(Op(MOVE, ROLE, f"drain {label}", step, deps, 0.0, nbytes,
+                    drain = add(Op(MOVE, ROLE, f"drain {cls} {name}", step, deps, 0.0, nbytes,
                                    src, target, (), (), None, 0.0, cls))  # fmt: skip
                     guard.append(drain)
                 else:
                     alloc = ((staging, nbytes),)
-                    snap = add(Op(MOVE, ROLE, f"snapshot {label}", step, deps, 0.0, nbytes,
+                    snap = add(Op(MOVE, ROLE, f"snapshot {cls} {name}", step, deps, 0.0, nbytes,
                                   src, staging, alloc, (), None, 0.0, cls))  # fmt: skip
                     guard.append(snap)
-                    drain = add(Op(MOVE, ROLE, f"drain {label}", step, [snap], 0.0, nbytes,
+                    drain = add(Op(MOVE, ROLE, f"drain {cls} {name}", step, (snap,), 0.0, nbytes,
                                    staging, target, (), (), None, 0.0, cls))  # fmt: skip
                     staged.append(nbytes)
                 drains.append(drain)

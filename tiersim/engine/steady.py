@@ -46,12 +46,12 @@ from tiersim.core.records import record
 from tiersim.engine.core import Engine
 from tiersim.engine.figures import Rule, additive, held, named, rebuilt, with_rule
 from tiersim.engine.flows import FlowNetwork
-from tiersim.engine.margins import margins
+from tiersim.engine.margins import margins, period_marks
 from tiersim.engine.ops import Schedule
+from tiersim.engine.peak_moment import held_at_m
 from tiersim.engine.results import CheckpointRun, StepResult
 from tiersim.engine.schedule_shared import SharedOp
 from tiersim.state.resolved import Resolved
-from tiersim.workload.pipeline import warmup_forwards
 
 REL = 1e-10  # a figure's growth per period must agree to this share of its scale
 ROUND_OFF = 1e-12  # of a step: what runs of different lengths may differ by in sums
@@ -314,7 +314,10 @@ def grow_checkpoint(
     constant: its growth is that round-off (a stall is the difference of two run ends), and
     extrapolating it would multiply it by the periods. A falling stall is not: a drain delays
     longer micro-batches less until it ends within them (a line would fall below 0): its
-    stalls go with the refusal, for samples past that end (tiersim.engine.later_samples)."""
+    stalls go with the refusal, for samples past that end (tiersim.engine.later_samples).
+    Nor are its peaks, checked last (a falling stall's later samples go first), where one is
+    reached beside a part of the step a longer step moves against the drain
+    (tiersim.engine.peak_moment: seed 25 case 134)."""
     if any(held(r) != held(runs[0]) for r in runs):
         return NoRepetition("the checkpoint's bytes or peaks differ between the runs")
     seconds = [additive(r, {}, ("checkpoint",)) for r in runs]
@@ -326,6 +329,10 @@ def grow_checkpoint(
         return replaced(step, stalls=fell)
     if step.get(("s", "checkpoint", "stall_s"), 0.0) < -noise:  # not extrapolated: docstring
         return NoRepetition("the checkpoint's stall falls as the step lengthens", fell)
+    moved = next((r.peak_moved for r in runs if r.peak_moved), "")
+    moved = moved or held_at_m([r.peak_moments for r in runs], periods)
+    if moved:  # reached beside a part a longer step moves (tiersim.engine.peak_moment)
+        return NoRepetition(moved, fell)
     out = {}
     for key, growth in step.items():
         flat = all(abs(f[key] - seconds[0][key]) <= noise for f in seconds)
@@ -350,25 +357,15 @@ def period_starts(
     start): the bounds of the periods of one run (tiersim.engine.periods), where two are
     seen to repeat (`repeats`) or one is made of the builder's shared records alone
     (`margins.one_period`: proved to repeat from how the schedule is built); else None."""
-    par = res.execution.parallel
-    v, marks = par.virtual_pipeline, schedule.order_starts[measured]
-    m = len(marks) // (2 * v)  # a forward and a backward per micro-batch and chunk
-    warmup = warmup_forwards(stage, par.pipeline, m, v)
-    span = 2 * period(res) * v  # order elements per period
-    end = warmup + 2 * (m * v - warmup)  # the steady pairs (a forward, a backward) end here
-    third = end - 2 * margins(res)[1]  # the pairs kept after the periods begin
-    if third - periods * span < warmup:
+    blocks = period_marks(res, stage, schedule, measured, periods)
+    if blocks is None:
         return None
     if periods == 1:
-        lo, hi = marks[third - span], marks[third]
-        if not _all_shared(schedule.ops, lo, hi):
-            return None
-        return log.start[lo], log.start[hi]
-    blocks = [marks[third - 2 * span], marks[third - span], marks[third]]
+        lo, hi = blocks
+        return (log.start[lo], log.start[hi]) if _all_shared(schedule.ops, lo, hi) else None
     if not _shifted_alike(log.start, log.end, blocks):
         return None
-    first, second, third = (log.start[i] for i in blocks)
-    return first, second, third
+    return tuple(log.start[i] for i in blocks)
 
 
 def _all_shared(ops: list, lo: int, hi: int) -> bool:

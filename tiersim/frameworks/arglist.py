@@ -39,11 +39,17 @@ def _expand(token: str, names: dict[str, str]) -> str:
 
 
 def _lines(text: str) -> list[tuple[int, str]]:
-    """(line number, logical line): backslash continuations joined."""
-    out, pending, start = [], "", 1
+    """(line number, logical line): backslash continuations joined, and the lines of a quoted
+    string that spans several (`GPT_ARGS="` ... `"`, Megatron-LM's older examples' way) joined
+    with spaces, as the shell word-splits the variable where it is used unquoted."""
+    out, pending, start, quote = [], "", 1, None
     for number, line in enumerate(text.splitlines(), 1):
         if not pending:
             start = number
+        quote = _open_quote(line, quote)
+        if quote is not None:
+            pending += line + " "
+            continue
         if line.rstrip().endswith("\\"):
             pending += line.rstrip()[:-1] + " "
             continue
@@ -52,6 +58,24 @@ def _lines(text: str) -> list[tuple[int, str]]:
     if pending:
         out.append((start, pending))
     return out
+
+
+def _open_quote(line: str, quote: str | None) -> str | None:
+    """The quote still open at the end of `line`, given the one open at its start (None: none):
+    one pass, so a file of any size is read in linear time."""
+    escaped = False
+    for i, char in enumerate(line):
+        if escaped:
+            escaped = False
+        elif char == "\\" and quote != "'":
+            escaped = True
+        elif quote is None and char == "#" and (i == 0 or line[i - 1].isspace()):
+            return None  # a comment: the rest of the line
+        elif quote is None and char in "'\"":
+            quote = char
+        elif char == quote:
+            quote = None
+    return quote
 
 
 def _tokens(line: str, number: int, source: str) -> list[str]:
@@ -90,7 +114,7 @@ def _flags(tokens: list[str], names: dict[str, str], number: int, out: list[Flag
     for token in tokens:
         expanded = _expand(token, names)
         # a quoted "--fp8-format hybrid" inside an array is two words to the program
-        words += expanded.split() if expanded.startswith("--") else [expanded]
+        words += expanded.split() if expanded.lstrip().startswith("--") else [expanded]
     current: tuple[str, list[str]] | None = None
     for word in words:
         if word.startswith("--") and len(word) > 2 and word[2] != "-":

@@ -250,7 +250,10 @@ def _batch(values: dict[str, Any], facts: dict[str, Any], data: int) -> None:
         )
         raise InputError(where[0], [Problem(where[1], why, "E-IMPORT-CONFLICT")])
     values["training.micro_batch_size"] = micro
-    values["training.grad_accumulation"] = total // per_step
+    # checked above, and left for the scenario to derive from the global batch (as `run`'s
+    # scenario.yaml leaves it), so that a --set of the micro-batch or the data-parallel size
+    # keeps the global batch rather than meeting a stale accumulation as a conflict
+    values.pop("training.grad_accumulation", None)
 
 
 def _data_sizes(total: int, micro: int) -> str:

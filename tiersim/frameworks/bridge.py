@@ -240,6 +240,17 @@ def bridge_flags(cfg: dict[str, Any], out: Mapped, origins: dict[str, str]) -> l
     out.note("(config)", why)
     renamed = {"optimizer.optimizer": "optimizer", "mixed_precision.fp8": "fp8-format"}
     for section, body in cfg.items():
+        if section == "mixed_precision" and isinstance(body, str) and _precision(body):
+            # ConfigContainer.mixed_precision takes a recipe's name too (`bf16_mixed`), as a
+            # recipe's `cfg.mixed_precision = "bf16_mixed"` does: the same keys
+            body = _precision(body)
+        elif section == "mixed_precision" and isinstance(body, str):
+            why = (
+                "a mixed-precision recipe tiersim does not know (bf16_mixed, fp16_mixed, "
+                "bf16_with_fp8_<scaling>_mixed, bf16_with_mxfp8_mixed): fp32, Megatron-LM's default"
+            )
+            out.unmapped(section, body, why)
+            continue
         if not isinstance(body, dict):
             out.unmapped(str(section), body)
             continue

@@ -18,7 +18,7 @@ from typing import Any
 
 from tiersim.config.deepspeed import OFFLOAD_ALIASES, alias_path
 from tiersim.frameworks import hf_auto
-from tiersim.frameworks.mapping import Mapped
+from tiersim.frameworks.mapping import MISSING_VALUE, Mapped
 from tiersim.frameworks.values import ValueProblem, boolean, integer, table, text
 from tiersim.state.optimizers import framework_names
 
@@ -47,6 +47,7 @@ _ZERO_READ = {
     "offload_param",
     "cpu_offload",
     "cpu_offload_params",
+    "cpu_offload_param",
 }
 ZERO_NOT_MODELLED = {
     "contiguous_gradients": "a gradient buffer layout; tiersim counts the bytes, not their layout",
@@ -81,8 +82,24 @@ def read_deepspeed(cfg: dict[str, Any], source: str) -> Mapped:
     if "grad_accum" in out.facts:  # after fp16 / bf16, whichever order the file has
         name, where = out.facts.pop("grad_accum")
         out.put("training.precision.gradients", name, where)
+    _batch_alone(out, cfg)
     _batch(out)
     return out
+
+
+def _batch_alone(out: Mapped, cfg: dict[str, Any]) -> None:
+    """train_batch_size without the micro-batch or the accumulation: DeepSpeed takes
+    accumulation 1 and the micro-batch train_batch_size / world size (config.py
+    `_set_batch_related_parameters`), not a micro-batch of 1 and the rest accumulated."""
+    given = {"train_micro_batch_size_per_gpu", "gradient_accumulation_steps"} & set(cfg)
+    if "global" not in out.facts or given:
+        return
+    out.facts["accumulation"] = 1
+    why = (
+        "absent beside train_batch_size: 1, the micro-batch train_batch_size / data-parallel "
+        "size (DeepSpeed's _set_batch_related_parameters)"
+    )
+    out.note("gradient_accumulation_steps", why)
 
 
 def _micro(out: Mapped, key: str, value: Any) -> None:
@@ -128,6 +145,12 @@ def _precision(out: Mapped, key: str, value: Any) -> None:
         out.unmapped(key, value, "not enabled: nothing to map")
         return
     name = "fp16" if key == "fp16" else "bf16"
+    if out.facts.get("precision", name) != name:  # config.py asserts it
+        why = (
+            f"enabled beside {out.facts['precision']}.enabled (expected one of them: DeepSpeed "
+            "asserts 'bfloat16 and fp16 modes cannot be simultaneously enabled')"
+        )
+        raise ValueProblem(f"{key}.enabled", why)
     out.facts["precision"] = name
     out.put("training.precision.weights", name, f"{key}.enabled")
     out.put("training.precision.gradients", name, f"{key}.enabled")
@@ -194,11 +217,44 @@ def _zero(out: Mapped, key: str, value: Any) -> None:
         elif sub == "cpu_offload":  # DeepSpeed before 0.3.x's offload_optimizer
             if boolean(where, val):
                 _optimizer_on(out, "cpu", where)
-        elif sub == "cpu_offload_params":
+        elif sub in ("cpu_offload_params", "cpu_offload_param"):  # the older names
             if boolean(where, val):
                 out.put("placement.weights", "dram", where)
         else:
             out.unmapped(where, val, ZERO_NOT_MODELLED.get(sub, ""))
+    _offload_below_stage(out, key)
+
+
+# DeepSpeed's offloads and the ZeRO stages that run them (zero/config.py: offload_param
+# "Valid only with stage 3", offload_optimizer "Valid for ZeRO stage 1, 2, 3"; stage 0, the
+# default, builds no ZeRO optimizer: config.py zero_enabled = stage > 0)
+_OFFLOAD_STAGE = {"offload_param": 3, "cpu_offload_params": 3, "cpu_offload_param": 3}
+_OFFLOAD_STAGE |= {"offload_optimizer": 1, "cpu_offload": 1}
+
+
+def _offload_below_stage(out: Mapped, key: str) -> None:
+    """An offload the config's stage does not run is taken back, named in a note."""
+    stage = out.values.get("parallel.zero_stage", 0)
+    dropped: dict[str, list[str]] = {}
+    for path, source in list(out.sources.items()):
+        needs = _OFFLOAD_STAGE.get(source.removeprefix(f"{key}.").split(".")[0])
+        if source.startswith(f"{key}.") and needs is not None and stage < needs:
+            dropped.setdefault(source, []).append(f"{path}: {out.values.pop(path)}")
+            del out.sources[path]
+    for source, placements in dropped.items():
+        needs = _OFFLOAD_STAGE[source.removeprefix(f"{key}.").split(".")[0]]
+        # its nvme_path's note ("taken as the hardware's nvme tier") said once, here: unused
+        path_key = f"{source.rpartition('.')[0]}.nvme_path"
+        nvme = out.facts.get("nvme_paths", {}).get(path_key)
+        if nvme is not None:
+            out.notes = [n for n in out.notes if n.path != path_key]
+        unused = f"; its nvme_path {nvme} unused" if nvme is not None else ""
+        why = (
+            f"not applied ({', '.join(placements)} left out{unused}): DeepSpeed runs it at ZeRO "
+            f"stage {'3 only' if needs == 3 else '1, 2 or 3'}, and zero_optimization.stage here is "
+            f"{stage} (0 where absent)"
+        )
+        out.unmapped(source, MISSING_VALUE, why)
 
 
 def drop_aliases_set(raw: dict[str, Any], overrides: list[str]) -> None:
@@ -275,6 +331,7 @@ def _offload_param(out: Mapped, where: str, section: dict[str, Any]) -> None:
 
 def _nvme_path(out: Mapped, key: str, value: Any) -> None:
     path = text(key, value)
+    out.facts.setdefault("nvme_paths", {})[key] = path  # unsaid if its offload is taken back
     out.note(key, f"{path}: taken as the hardware's nvme tier (the drive serving this GPU)")
 
 

@@ -14,7 +14,7 @@ from collections.abc import Callable
 import yaml
 
 from tiersim.config.schema import Scenario
-from tiersim.core.errors import Problem
+from tiersim.core.errors import InputError, Problem
 from tiersim.core.units import Kind, fmt_exact
 from tiersim.frameworks.write_deepspeed import write_deepspeed
 from tiersim.frameworks.write_megatron import write_megatron
@@ -29,7 +29,11 @@ def emit(s: Scenario, kind: str) -> Emitted:
     """`s` in the format of `kind` (deepspeed, megatron or torchtitan), with a note for each
     execution key the written file does not give back when imported."""
     writers = {"deepspeed": write_deepspeed, "megatron": write_megatron}
-    writer = writers.get(kind, write_torchtitan)
+    writers["torchtitan"] = write_torchtitan
+    writer = writers.get(kind)
+    if writer is None:  # the API's caller (the CLI's --emit takes these three only)
+        why = f"{kind!r:.40}: expected one of {', '.join(writers)}"
+        raise InputError("emit", [Problem("kind", why, "E-OPTION")])
     out = writer(s)
     noted = {n.path for n in out.notes}
     for path, (ours, theirs) in read_back_differences(s, kind, out.text).items():

@@ -252,6 +252,9 @@ def _attention(args: _Args, out: Mapped) -> None:
     backend = args.value("attention-backend")
     if backend is not None:
         text("--attention-backend", backend, tuple(ATTENTION))
+    if backend is None and args.has("deepspeed"):
+        _deepspeed_attention(args, out)
+        return
     impl = args.by_name.get("transformer-impl")
     if backend in (None, "auto") and impl is not None and impl.values == ("local",):
         args.used.add("transformer-impl")  # the local spec: Megatron's DotProductAttention
@@ -261,6 +264,25 @@ def _attention(args: _Args, out: Mapped) -> None:
     if backend is None:
         why = "absent: Megatron-LM's default, auto (Transformer Engine picks flash or fused)"
         out.note("--attention-backend", f"{why}: training.attention_kernel: flash")
+
+
+# Megatron-DeepSpeed's FlashAttention switches (its megatron/arguments.py; the older
+# --use-flash-attn among them); without one it runs its classic attention, the scores kept
+_DS_FLASH = ("use-flash-attn", "use-flash-attn-v1", "use-flash-attn-v2", "use-flash-attn-triton")
+
+
+def _deepspeed_attention(args: _Args, out: Mapped) -> None:
+    """A Megatron-DeepSpeed script (`--deepspeed`): it has no --attention-backend, and its
+    attention is the classic one (eager) unless a --use-flash-attn* flag is given."""
+    given = [name for name in _DS_FLASH if args.has(name)]
+    kernel = "flash" if given else "eager"
+    out.put("training.attention_kernel", kernel, f"--{given[0]}" if given else "--deepspeed")
+    if not given:
+        why = (
+            "a Megatron-DeepSpeed script without --use-flash-attn-v2 (or -v1, -triton): its "
+            "classic attention, the scores kept: training.attention_kernel: eager"
+        )
+        out.note("--deepspeed", why)
 
 
 def _recompute(args: _Args, out: Mapped) -> None:

@@ -63,12 +63,18 @@ def vocab_divisor(args: Flags, out: Mapped) -> None:
 
 def bridge_keeps_vocab(out: Mapped, key: str) -> None:
     """A Megatron-Bridge recipe's Hugging Face model: its vocab_size unpadded (1) unless the
-    recipe sets model.should_pad_vocab (read into out.facts by `vocab_divisor`)."""
+    recipe sets model.should_pad_vocab (read into out.facts by `vocab_divisor`). The one note
+    it gives replaces `vocab_divisor`'s (an absent divisor taken as 128, or the recipe's
+    divisor), which is not what runs: two contradicting notes were printed (review
+    2026-12-07-f)."""
     if out.facts.get("should_pad_vocab"):
         return
+    given = out.values.get(KEY)  # the recipe's model.make_vocab_size_divisible_by
+    out.notes[:] = [n for n in out.notes if n.path != "--make-vocab-size-divisible-by"]
     out.put(KEY, 1, key)
+    unused = f"; the recipe's divisor {given} is not applied" if given is not None else ""
     why = (
         "Megatron-Bridge keeps a Hugging Face model's vocab_size unpadded (its provider's "
-        "should_pad_vocab defaults to false): training.make_vocab_size_divisible_by 1"
+        f"should_pad_vocab defaults to false{unused}): training.make_vocab_size_divisible_by 1"
     )
     out.note(key, why)

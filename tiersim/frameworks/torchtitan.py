@@ -230,8 +230,16 @@ def _fp8(out: Mapped) -> None:
     out.put("training.fp8", {"recipe": "tensorwise"} | fp8, out.facts["float8"], parts)
 
 
+# the switch's two names: `enable_checkpoint` (the TOML job config's, job_config.py `Checkpoint`:
+# this repository's fixtures, and what --emit torchtitan writes) and `enable` (the config
+# registry's CheckpointManager.Config since, set as --checkpoint.enable; docs/import.md)
+_CHECKPOINT_SWITCH = ("enable_checkpoint", "enable")
+
+
 def _checkpoint(out: Mapped, section: str, body: dict[str, Any], hf_config: bool) -> None:
-    enabled = boolean(f"{section}.enable_checkpoint", body.get("enable_checkpoint", False))
+    enabled = any(
+        boolean(f"{section}.{key}", body[key]) for key in _CHECKPOINT_SWITCH if key in body
+    )
     for key, value in body.items():
         where = f"{section}.{key}"
         if key == "interval" and enabled:
@@ -239,11 +247,11 @@ def _checkpoint(out: Mapped, section: str, body: dict[str, Any], hf_config: bool
         elif key == "async_mode" and enabled:
             mode = text(where, value, ("disabled", "async", "async_with_pinned_mem"))
             out.put("checkpoint.mode", "blocking" if mode == "disabled" else "async", where)
-        elif key == "enable_checkpoint":
+        elif key in _CHECKPOINT_SWITCH:
             continue
         else:
             why = (
-                "checkpointing is off (enable_checkpoint false)"
+                "checkpointing is off (enable / enable_checkpoint not true)"
                 if not enabled and key in ("interval", "async_mode")
                 else ""
             )

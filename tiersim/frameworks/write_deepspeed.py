@@ -100,6 +100,9 @@ def _zero(s: Scenario, notes: list[Problem]) -> dict[str, object]:
             notes.append(Problem("placement.gradients", why, "W-EMIT-APPROXIMATE"))
     if pl.weights != "hbm":
         zero["offload_param"] = _device(_DS_TIER.get(pl.weights, "cpu"))
+        # tiersim's one pin_memory switch is DeepSpeed's two (offload_config.py: false each)
+        if t.offload.pin_memory is not None:
+            zero["offload_param"]["pin_memory"] = t.offload.pin_memory
     return zero
 
 

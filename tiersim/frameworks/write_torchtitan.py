@@ -150,6 +150,8 @@ def _the_rest(s: Scenario, notes: list[Problem]) -> dict[str, dict[str, object]]
         notes.append(Problem("training.optimizer", why, "W-EMIT-APPROXIMATE"))
     else:
         tables["optimizer"] = {"name": optimizer}
+    if t.compile is not None:  # [compile] enable, which the reader maps onto training.compile
+        tables["compile"] = {"enable": t.compile}
     if s.checkpoint.every_steps not in (None, "auto"):
         tables["checkpoint"] = {
             "enable_checkpoint": True,

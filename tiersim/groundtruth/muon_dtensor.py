@@ -97,9 +97,17 @@ def _sharded_weights(shapes: Shapes, dtype: str) -> list:
     return weights
 
 
-def _record(shapes: Shapes, dtype: str) -> MuonStep:
+def _record(shapes: Shapes, dtype: str) -> MuonStep | None:
+    """The step on this rank: on rank 0 recorded (its MuonStep), on the others run alike
+    unrecorded (None: only rank 0's is read, and the profiler's cost, its shapes, FLOPs and
+    event walks, is rank 0's alone, as in fsdp2_step.recorded_step). Every rank's collectives
+    settled, so that every rank issues the same ones."""
     optimizer = torch.optim.Muon(_sharded_weights(shapes, dtype), lr=1e-3)
     optimizer.step()  # warm-up: the momentum buffers exist
+    if dist.get_rank() != 0:
+        with settled_collectives():
+            optimizer.step()
+        return None
     with (
         settled_collectives(),
         quiet_profile(
@@ -128,9 +136,9 @@ def _worker(rank: int, world: int, port: int, out: str, jobs: list) -> None:
         "gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world
     )
     try:
-        got = [_record(tuple(map(tuple, shapes)), dtype).__dict__ for shapes, dtype in jobs]
+        got = [_record(tuple(map(tuple, shapes)), dtype) for shapes, dtype in jobs]
         if rank == 0:
-            Path(out, "rank0.json").write_text(json.dumps(got))
+            Path(out, "rank0.json").write_text(json.dumps([g.__dict__ for g in got]))
         dist.barrier()
     finally:
         dist.destroy_process_group()

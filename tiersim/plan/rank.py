@@ -209,7 +209,7 @@ def hbf_question(
             "verdict": wear.get("verdict"),
             "remedies": wear.get("remedies"),
         }
-    out["answer"] = _answer(out, objective)
+    out["answer"] = hbf_answer(out, objective)
     return out
 
 
@@ -223,10 +223,14 @@ def best_worn(sims: list[Simulated], objective: str) -> Simulated | None:
     return worn[0] if worn else None
 
 
-def _answer(q: dict[str, Any], objective: str) -> str:
+def hbf_answer(q: dict[str, Any], objective: str) -> str:
+    """The one-line answer to "Can HBF hold optimizer state?" from hbf_question's entries."""
     with_, without = q["with"], q["without"]
     if with_ is not None:
         line = "Yes: the best plan with optimizer state on HBF fits and holds every budget"
+        unbudgeted = _unbudgeted_wear(with_)
+        if unbudgeted:
+            line = f"Only by capacity: the best plan with optimizer state on HBF fits, {unbudgeted}"
         if without is not None:
             ratio = with_["tokens_per_s"] / without["tokens_per_s"]
             line += f", at {ratio:.3g} x the tokens/s of the best plan without it"
@@ -237,3 +241,16 @@ def _answer(q: dict[str, Any], objective: str) -> str:
             f"the best of them: {q['worn']['verdict']}"
         )
     return "No: no plan with optimizer state on HBF fits every tier."
+
+
+def _unbudgeted_wear(plan: dict[str, Any]) -> str:
+    """Where the plan writes HBF but no budget judges its wear (budget.tiers.hbf unset),
+    what it wears: "holds every budget" alone would read as a verdict on wear; "" otherwise."""
+    wear = plan["wear"].get(HBF, {})
+    days = first_worn_out_days(wear)
+    if wear.get("within_budget") is not None or not wear.get("drive_writes_per_day") or not days:
+        return ""
+    return (
+        f"but no wear budget is set for it (budget.tiers.{HBF}: {{lifetime: ...}}) and it wears "
+        f"HBF out in {fmt_days(days)}"
+    )

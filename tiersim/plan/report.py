@@ -255,7 +255,7 @@ def _remedies(rem: dict[str, Any] | None) -> str:
             ga.get("checkpoint_interval_s"),
             ga.get("goodput"),
         )
-        out.append(f"grad_accumulation {grad_accumulation_fix(fit)}")
+        out.append(f"grad_accumulation {grad_accumulation_fix(fit, ga.get('global_batch_size'))}")
     if rem.get("capacity_bytes"):
         out.append(f"{bytes_rounded_up(rem['capacity_bytes'])} of capacity")
     if rem.get("spare_area"):

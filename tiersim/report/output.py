@@ -15,6 +15,7 @@ from tiersim import __version__
 from tiersim.config.document import provenance, scenario_document
 from tiersim.config.schema import Scenario
 from tiersim.config.yamlfile import dump_yaml
+from tiersim.workload.kernel_effect import written_kernel
 
 
 def write_atomic(path: Path, text: str | bytes) -> None:
@@ -103,7 +104,9 @@ def scenario_yaml(scenario: Scenario, source: str) -> str:
         "# value, defaults and presets included, so this file reruns the same simulation.",
         *(f"# {_one_line(line)}" for line in provenance(scenario)),
     ]
-    body = dump_yaml(scenario_document(scenario))
+    doc = scenario_document(scenario)
+    doc["training"]["attention_kernel"] = written_kernel(scenario)  # the kernel the run counted
+    body = dump_yaml(doc)
     return "\n".join(header) + "\n" + body
 
 

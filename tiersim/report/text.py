@@ -14,6 +14,7 @@ from tiersim.report.host_memory import SECTION as HOST
 from tiersim.report.host_memory import host_text, host_warning
 from tiersim.report.inventory_text import inventory_tables as inventory_tables  # re-exported
 from tiersim.report.memory import timeline_text, timeline_warning
+from tiersim.report.network_text import network_notes
 from tiersim.report.offload_text import offload_line, tiling_line
 from tiersim.report.sim_text import simulated_line
 from tiersim.report.table import render
@@ -267,10 +268,7 @@ def _link_table(report: dict[str, Any]) -> str:
     table = render(header, rows) + "\n" + IN_FLIGHT_NOTE
     if _priced_outside_flows(report["links"]):
         table += "\n" + PRICED_NOTE
-    network = report["links"].get("network")
-    if network and network["nics_per_gpu"] > 1:
-        table += "\n" + _network_note(network)
-    return table
+    return table + network_notes(report["links"].get("network"), report["step"]["time_s"])
 
 
 def _tier_table(report: dict[str, Any]) -> str:
@@ -379,21 +377,6 @@ def _sentences(report: dict[str, Any], engine_s: float | None) -> list[str]:
             "stalls, recovery or goodput in these figures."
         )
     return lines
-
-
-def _network_note(network: dict[str, Any]) -> str:
-    nics, nic, bw = (
-        network["nics_per_gpu"],
-        network["nic_bandwidth"],
-        network["bandwidth_per_direction"],
-    )
-    note = (
-        f"network: a group with {nics} GPUs in each node drives {nics} NICs at once (one NCCL "
-        f"ring each), so one GPU's ring bytes move at up to {nics} x {_bandwidth(nic)}"
-    )
-    if bw is not None and nic is not None and bw < nics * nic * (1 - 1e-9):
-        note += f", capped at the NVLink's {fmt_rate(bw)}"
-    return note
 
 
 def _bandwidth(bw: float | None) -> str:

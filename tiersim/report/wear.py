@@ -49,7 +49,7 @@ def _verdict_dict(v: Verdict | None) -> dict[str, object]:
 def _remedies_dict(r: Remedies | None, w: TierWear) -> dict[str, object] | None:
     if r is None:
         return None
-    g = r.grad_accumulation
+    g, batch = r.grad_accumulation, implied_global_batch(r)
     return {
         "max_steps_per_day": r.max_steps_per_day,
         "grad_accumulation": None
@@ -58,6 +58,8 @@ def _remedies_dict(r: Remedies | None, w: TierWear) -> dict[str, object] | None:
             "value": g.value,
             "at_least": g.at_least,
             "steps_per_day": g.steps_per_day,
+            # the global batch that is, where the scenario is written in one (an extension)
+            **({} if batch is None else {"global_batch_size": batch}),
             # an auto checkpoint interval at that value, where there is one
             **(
                 {}
@@ -217,12 +219,23 @@ def steps_per_day_down(steps: float) -> str:
     return f"{top:,.2f}" if top > 0 else "< 0.01"
 
 
-def grad_accumulation_fix(g: GradAccumulationFit) -> str:
-    """E.g. '>= 120 (then 61.80 steps/day)': fewer, longer steps in the same training hours."""
-    fix = f"{'>=' if g.at_least else '<='} {g.value:,}"
+def implied_global_batch(r: Remedies) -> int | None:
+    """The global batch the accumulation remedy gives, where the scenario is written in
+    `training.global_batch_size` (review 2026-12-07-e): value x micro-batch x data."""
+    g = r.grad_accumulation
+    return None if g is None or r.per_accumulation is None else g.value * r.per_accumulation
+
+
+def grad_accumulation_fix(g: GradAccumulationFit, global_batch: int | None = None) -> str:
+    """E.g. '>= 120 (then 61.80 steps/day)': fewer, longer steps in the same training hours;
+    with the global batch that is, where the scenario gives one: '>= 191 (global_batch_size
+    >= 1,528; then ...)'."""
+    op = ">=" if g.at_least else "<="
+    fix = f"{op} {g.value:,}"
+    batch = "" if global_batch is None else f"global_batch_size {op} {global_batch:,}"
     if g.steps_per_day is None:
-        return fix
-    then = f"then {steps_per_day_down(g.steps_per_day)} steps/day"
+        return f"{fix} ({batch})" if batch else fix
+    then = f"{batch}; " * bool(batch) + f"then {steps_per_day_down(g.steps_per_day)} steps/day"
     if g.checkpoint_steps is not None and g.checkpoint_s is not None:
         # the cost a remedy may hide: an auto interval stretched to keep a budget
         every = "step" if g.checkpoint_steps == 1 else f"{g.checkpoint_steps:,} steps"
@@ -246,7 +259,8 @@ def _fixes(r: Remedies, w: TierWear) -> list[str]:
     if top is not None:
         fixes.append(f"<= {top} steps/day")
     if r.grad_accumulation is not None:
-        fixes.append(f"grad_accumulation {grad_accumulation_fix(r.grad_accumulation)}")
+        fix = grad_accumulation_fix(r.grad_accumulation, implied_global_batch(r))
+        fixes.append(f"grad_accumulation {fix}")
     if r.capacity_bytes is not None:
         fixes.append(f"{bytes_rounded_up(r.capacity_bytes)} of capacity")
     if r.spare_area is not None:

@@ -231,7 +231,9 @@ def _busiest_extra(r: Resolved, index: int) -> float:
     else:
         items = layer_items(model, r.execution.seq_len, tr.micro_batch_size, acc, index)
         routed = sum(i.nbytes for i in items if i.name.startswith(HF_ROUTED))
-    return per_context_rank(r, (par.expert_imbalance - 1) * routed / par.tensor)
+    return per_context_rank(
+        r, (moe.busiest(par.expert_imbalance, par.expert) - 1) * routed / par.tensor
+    )
 
 
 def _largest_module(r: Resolved, mats) -> int:

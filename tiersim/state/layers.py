@@ -82,6 +82,13 @@ class Moe:
         """Rows computed per routed token-expert pair: the capacity factor, 1 when dropless."""
         return self.capacity_factor or 1.0
 
+    def busiest(self, imbalance: float, expert_ranks: int) -> float:
+        """The busiest expert rank's rows over the mean as they are computed: 1 without expert
+        parallelism (every GPU runs every expert over its own rows) or with a capacity factor
+        (each expert's rows padded to its capacity, which caps the busiest: `padding` already
+        charges that cap to every rank); else `imbalance` (parallel.expert_imbalance)."""
+        return imbalance if expert_ranks > 1 and self.capacity_factor is None else 1.0
+
 
 @record
 class Latent:

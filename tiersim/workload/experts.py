@@ -60,7 +60,7 @@ def routed_row_bytes(r: Resolved, model: Model) -> float:
     tokens = local * r.execution.training.micro_batch_size / par.tensor
     rows = moe.per_token * tokens * moe.padding
     value = PRECISION_BYTES[r.execution.training.precision.weights]
-    return rows * model.hidden * value * par.expert_imbalance
+    return rows * model.hidden * value * moe.busiest(par.expert_imbalance, par.expert)
 
 
 def all_to_all_bytes(r: Resolved, model: Model) -> float:

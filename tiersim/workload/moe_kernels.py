@@ -87,7 +87,7 @@ def moe_shape(r: Resolved, model) -> MoeShape:
         moe.padding,
         model.hidden,
         par.expert,
-        par.expert_imbalance,
+        moe.busiest(par.expert_imbalance, par.expert),
     )
 
 

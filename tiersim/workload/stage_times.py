@@ -146,12 +146,13 @@ def grouped_slowdown(r: Resolved, model) -> float:
     Rows a group, the tokens one of this GPU's experts gets: each GPU's T = s·b / t tokens
     go to k experts each (times the capacity factor), over the E / e experts a GPU holds of
     the E (`parallel.expert` = e): k·c·T·e / E, times the imbalance. g weighs each expert
-    GEMM's share by its FLOPs (expert_grouped_share)."""
+    GEMM's share by its FLOPs (expert_grouped_share). Without expert parallelism, or with a
+    capacity factor's padding, no rank is busier than the rest (Moe.busiest)."""
     view = _moe_view(model)
     if view is None:
         return 1.0
     moe, ex, gpu = view.model.moe, r.execution, r.machine.gpu
-    imbalance = ex.parallel.expert_imbalance
+    imbalance = moe.busiest(ex.parallel.expert_imbalance, ex.parallel.expert)
     tokens = ex.seq_len * ex.training.micro_batch_size / ex.parallel.tensor
     rows = moe.per_token * moe.padding * tokens * ex.parallel.expert / moe.experts * imbalance
     table = kernel_table(gpu.kernels) if gpu.kernels else None

@@ -279,6 +279,7 @@ def _budget_rows(a: Assessment) -> list[tuple[str, str]]:
         bytes_rounded_up,
         fmt_margin,
         grad_accumulation_fix,
+        implied_global_batch,
         steps_per_day_cap,
     )
 
@@ -296,7 +297,10 @@ def _budget_rows(a: Assessment) -> list[tuple[str, str]]:
     g, top = r.grad_accumulation, steps_per_day_cap(r.max_steps_per_day)
     rows += [
         ("fits at steps / day", "-" if top is None else f"<= {top} steps/day"),
-        ("fits at grad_accumulation", "-" if g is None else grad_accumulation_fix(g)),
+        (
+            "fits at grad_accumulation",
+            "-" if g is None else grad_accumulation_fix(g, implied_global_batch(r)),
+        ),
         (
             "fits at capacity",
             "-" if r.capacity_bytes is None else f">= {bytes_rounded_up(r.capacity_bytes)}",
