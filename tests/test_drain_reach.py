@@ -41,10 +41,11 @@ def test_a_drain_hiding_more_of_the_step_from_sample_to_sample_gives_the_step_in
     # before: the HBF busy time the checkpoint adds, 826.480, 808.777 and 791.074 us on
     # samples of 6, 8 and 10, fell 17.703 us a period: 791.074 - 123 x 17.703 = -1,386 us
     # at 256 (764.192 us in full); the link busy 1.860 against 2.936 ms, the stall 18.0
-    # against 0.81 us
+    # against 0.81 us. Since an expert imbalance without expert parallelism changes nothing
+    # (review 2026-12-07-g #1) the fixture, which gave one (1.5), runs shorter: 2.929 ms busy
     got, full = _both(HIDES)
     assert "adds on hbf falls" in got["sim"]["steady_state_why"]
-    assert abs(full["links"]["hbf"]["busy_s"] - 2.936e-3) < 1e-6
+    assert abs(full["links"]["hbf"]["busy_s"] - 2.929e-3) < 1e-6
 
 
 def _run(stall_s: float, drain_steps: int) -> CheckpointRun:
