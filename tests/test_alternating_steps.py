@@ -20,6 +20,7 @@ from tiersim.state.resolved import resolve
 
 FIXTURE = Path(__file__).resolve().parent / "fixtures" / "alternating-steps.yaml"
 CYCLE = FIXTURE.with_name("alternating-steps-zero-infinity.yaml")
+PORT = FIXTURE.with_name("alternating-steps-port.yaml")
 
 
 class _Ends:
@@ -87,6 +88,29 @@ def test_a_two_step_cycle_is_reported_at_its_period():
     assert (three, four) == pytest.approx((one, two), rel=1e-12)  # and repeat two by two
     report = api.run(api.build(raw)).report
     assert report["step"]["time_s"] == pytest.approx((e[2] - e[0]) / 2, rel=1e-12)
+    assert parts_add_up(report) == []
+
+
+def test_a_port_overdrawn_finds_steps_that_alternate_with_parts_filling_them():
+    # FSDP ZeRO-3, the pipelined update writing the fp32 master back to HBF: 4 layers of
+    # 4 x 256^2 + 3 x 256 x 1,024 + 2 x 256 = 1,049,088 parameters, the embeddings and the
+    # head 1,024 x 256 each, the final norm 256: 4,720,896 x 4 B = 18,883,584 B a step,
+    # 377.67 us at HBF's 50 GB/s write port. Steps 196.28 and 565.06 us, over and over:
+    # the shorter one, measured over one step, its parts filling it, had the port at 1.92
+    # of it and the report was refused (exit 70; seed 41 case 20 of explore_wide.py)
+    raw = _raw(PORT)
+    e = _step_ends(raw, 6)
+    one, two, three, four = (e[k + 1] - e[k] for k in range(4))  # steps 1 to 4
+    assert abs(one - two) > 0.5 * one  # they alternate
+    assert (three, four) == pytest.approx((one, two), rel=1e-12)  # and repeat two by two
+    full_rate_s = 18_883_584 / 50e9
+    assert one < full_rate_s < (one + two) / 2
+    report = api.run(api.build(raw)).report
+    assert report["step"]["time_s"] == pytest.approx((e[2] - e[0]) / 2, rel=1e-12)
+    port = report["tiers"]["hbf"]["ports"]["write"]
+    assert port["bytes_per_step"] == 18_883_584
+    assert port["full_rate_s"] == pytest.approx(full_rate_s, rel=1e-12)
+    assert port["bandwidth_utilization"] <= 1
     assert parts_add_up(report) == []
 
 

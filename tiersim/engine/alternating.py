@@ -75,6 +75,23 @@ def unfilled(res: Resolved, r: StepResult, measured: int) -> bool:
     return abs(gap(res, r)) > tolerance
 
 
+def overdrawn(res: Resolved, r: StepResult, measured: int) -> bool:
+    """The other sign: a tier port that moves more bytes in a step after others than its
+    bandwidth can in the step (more than `PARTS_REL` of it). Such a step cannot repeat; the
+    one after it is longer (seed 41 case 20 of benchmarks/explore_wide.py: FSDP ZeRO-3, the
+    pipelined update writing the master back to HBF, steps of 306.7 and 466.4 us, each
+    writing 18.9 MB at HBF's 50 GB/s, 377.7 us: the shorter one reported, its HBF write
+    port 1.23 of it, the report refused, exit 70)."""
+    if measured == 0:
+        return False
+    tiers, most = res.machine.tiers, r.time_s * (1 + PARTS_REL)
+    return any(
+        ts.bytes_read > tiers[name].read_bw * most or ts.bytes_written > tiers[name].write_bw * most
+        for name, ts in r.tiers.items()
+        if name in tiers
+    )
+
+
 def alternate(lengths: tuple[float, float], events: int, clock_s: float) -> bool:
     """Two consecutive steps' lengths differ by more than their runs' round-off and
     `steady.REL` of the step."""
@@ -86,9 +103,11 @@ def measured_over_two(
     res: Resolved, setup: RunSetup, run: Callable, steps: int, measured: int, first: StepResult
 ) -> StepResult | None:
     """The step `first` (step `measured` of a run of `steps` steps) measured over two, where
-    its parts do not fill it (`unfilled`) and, in a run one step longer (`run`:
+    its parts do not fill it (`unfilled`) or a tier port's bytes overfill it (`overdrawn`)
+    and, in a run one step longer (`run`:
     tiersim.engine.runs.Runs), it and the step after it alternate (`over_two`); else None."""
-    if not unfilled(res, first, measured) or not _within_limit(res, setup, steps + 1):
+    signs = unfilled(res, first, measured) or overdrawn(res, first, measured)
+    if not signs or not _within_limit(res, setup, steps + 1):
         return None
     _, engine, log, wall = run(res, setup, steps + 1)
     tokens, m = setup.wl.tokens_per_step, res.execution.training.grad_accumulation

@@ -251,6 +251,7 @@ def measure_checkpoint(
     noise = 2 * round_off(log.events + engine.net.wakeups, log.step_end[-1])
     seconds = (end - start, stall, noise)
     ran = checkpoint_run(res, setup, run_figures, measured, seconds, steady, mine)
+    ran = replaced(ran, drain_steps=sum(e < end for e in log.step_end[measured + 1 :]))
     if res.execution.checkpoint.every_steps == 1:  # every step's: the steps settle (_settled)
         return ran
     peaks = {t: s.peak_bytes for t, s in plain.tiers.items()}

@@ -126,6 +126,9 @@ class CheckpointRun:
     link_in_flight_s: dict[str, float] = field(  # in-flight time it adds
         default_factory=dict, metadata=figure(PER_PERIOD, into=Into("links", "in_flight_s"))
     )
+    # steps after the checkpointed one that end before its drain does (an async drain
+    # that outlasts them): tiersim.engine.drain_reach; not reported
+    drain_steps: int = field(default=0, metadata=figure(GIVEN))
     # "given" | "daly" | "wear budget" (see durable)
     interval_basis: str | None = field(default=None, metadata=figure(CONSTANT))
     # the tier whose wear budget set it ("wear budget")

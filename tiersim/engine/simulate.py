@@ -9,7 +9,7 @@ from tiersim.config.schema import Scenario
 from tiersim.core.collector import collector_paused
 from tiersim.core.errors import InfeasibleError, InputError
 from tiersim.core.frozen import replaced
-from tiersim.engine import chain, margins, steady
+from tiersim.engine import chain, drain_reach, margins, steady
 from tiersim.engine import checkpoint_apart as apart_run
 from tiersim.engine.alternating import measured_over_two, refused
 from tiersim.engine.checkpoint_apart import CHECKPOINT_RUN, PlainRun, measure_apart, staging_homed
@@ -389,4 +389,6 @@ def _checkpoint(
         return samples[0][2](plain)
     runs_checkpoint = [ck(plain) for _, _, ck in samples]
     noise = max(r.round_off_s for r in runs_checkpoint)
-    return steady.grow_checkpoint(runs_checkpoint, periods, plain.time_s, noise)
+    grown = steady.grow_checkpoint(runs_checkpoint, periods, plain.time_s, noise)
+    noise = max(steady.ROUND_OFF * plain.time_s, 2 * noise)  # grow_checkpoint's
+    return drain_reach.checked(runs_checkpoint, grown, noise)  # drains the samples mislead
