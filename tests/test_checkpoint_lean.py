@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from tiersim.config.load import load_scenario
-from tiersim.engine import checkpoint_apart, copy_peaks, durable, metrics
+from tiersim.engine import checkpoint_apart, checkpoint_rows, copy_peaks, metrics
 from tiersim.engine.ops import OpKind, Role
 from tiersim.engine.schedule import build_schedule
 from tiersim.engine.simulate import prepare
@@ -81,7 +81,7 @@ def _bytes_before(ops: list, step: int) -> dict:
 
 @pytest.mark.parametrize("overrides", [[], ["checkpoint.mode=blocking"], ["placement.master=dram"]])
 def test_the_checkpoints_bytes_by_kind_are_the_generic_readings(overrides):
-    """durable._bytes_and_spans over a schedule's every op (two steps, both checkpointing:
+    """checkpoint_rows.bytes_and_spans over a schedule's every op (two steps, both checkpointing:
     other roles and another step among them) gives the generic per-kind reading's keys,
     bytes and order, and metrics._spans_by_kind's spans of the role (the pass it replaces)
     within no window and within one cutting some spans, some of them empty (end <= start)."""
@@ -91,7 +91,7 @@ def test_the_checkpoints_bytes_by_kind_are_the_generic_readings(overrides):
     starts = [float(i) for i in range(len(ops))]
     rows = (ops, starts, [s + (i % 3) * 7.5 for i, s in enumerate(starts)])
     for step, window in ((0, None), (1, (len(ops) / 3 + 0.5, len(ops) * 0.8))):
-        mine, spans = durable._bytes_and_spans(rows, step, window)
+        mine, spans = checkpoint_rows.bytes_and_spans(rows, step, window)
         assert len(mine) >= 2
         assert list(mine.items()) == list(_bytes_before(ops, step).items())
         generic = metrics._spans_by_kind(None, window, Role.CHECKPOINT, True, rows)

@@ -29,6 +29,7 @@ from collections import Counter
 from collections.abc import Callable
 
 from tiersim.core.frozen import replaced
+from tiersim.engine.checkpoint_rows import bytes_and_spans
 from tiersim.engine.core import Engine, RunLog
 from tiersim.engine.metrics import Rows, in_flight_added_s, link_busy_s, of_role, routed
 from tiersim.engine.ops import OpKind, Role
@@ -37,7 +38,7 @@ from tiersim.engine.results import MAX_STEADY_STEPS, CheckpointRun, StepResult
 from tiersim.engine.schedule_checkpoint import share, shares, split_of
 from tiersim.engine.setup import RunSetup
 from tiersim.engine.steady import checkpoint_stands_alone, round_off
-from tiersim.state.classes import CHECKPOINT_WRITES, CHECKPOINTED
+from tiersim.state.classes import CHECKPOINTED
 from tiersim.state.placement import expert_homes, homes
 from tiersim.state.resolved import Resolved
 
@@ -281,7 +282,7 @@ def checkpoint_run(
     per_class = shares(res, setup.wl.units)
     if mine is None:  # what both passes below read
         mine = of_role(schedule.ops, engine.log, Role.CHECKPOINT)
-    kinds, spans = _bytes_and_spans(mine, step, window)
+    kinds, spans = bytes_and_spans(mine, step, window)
     links, read, written = routed(setup.topo, kinds)
     added, flying = _added_link_time(engine, window, base_busy, (mine, spans), others)
     return CheckpointRun(
@@ -303,66 +304,6 @@ def checkpoint_run(
     )
 
 
-def _bytes_and_spans(
-    rows: Rows, step: int, window: tuple[float, float] | None
-) -> tuple[dict[tuple, int], dict]:
-    """The checkpoint's bytes of `step` per kind of transfer (metrics._transfer_kind's keys:
-    a move's ("move", src, dst, size, CHECKPOINT_WRITES), a collective's ("net", channel,
-    group)), in the order each kind first appears, and its transfers' spans within `window`
-    by kind (metrics._spans_by_kind's), from its rows (`of_role`'s) in one pass, not two;
-    a move's bytes and spans in one entry: one lookup an op (the same sums, same order)."""
-    lo, hi = window if window is not None else (-math.inf, math.inf)
-    kinds: dict[tuple, int] = {}  # a move's place by (src, dst, size): its bytes in `moves`
-    spans: dict = {}
-    moves: dict[tuple, list] = {}  # (src, dst, size): [its bytes of `step` or None, spans]
-    move, comm, sync, mine = OpKind.MOVE, OpKind.COMM, OpKind.SYNC, Role.CHECKPOINT
-    for op, start, end in zip(*rows, strict=True):
-        if op.role is not mine:
-            continue
-        kind = op.kind
-        if kind is move:
-            where = (op.src, op.dst, op.nbytes)
-            entry = moves.get(where)
-            if entry is None:
-                entry = moves[where] = [None, None]
-            if op.step == step:
-                held = entry[0]
-                if held is None:
-                    kinds[where] = 0  # its place among the kinds
-                entry[0] = op.nbytes if held is None else held + op.nbytes
-            if end <= lo or start >= hi or end <= start:
-                continue
-            found = entry[1]
-            if found is None:
-                found = entry[1] = spans[where] = []
-        elif kind is comm or kind is sync:
-            channel = op.resource.channel
-            if op.step == step:
-                key = ("net", channel, op.subject)
-                kinds[key] = kinds.get(key, 0) + op.nbytes
-            if end <= lo or start >= hi or end <= start:
-                continue
-            found = spans.get(channel)
-            if found is None:
-                found = spans[channel] = []
-        else:
-            continue
-        found.append((start if start > lo else lo, end if end < hi else hi))
-    return _keyed(kinds, moves), spans
-
-
-def _keyed(kinds: dict[tuple, int], moves: dict[tuple, list]) -> dict[tuple, int]:
-    """The kinds with each move's key and bytes (a collective's key is never a move's)."""
-    out: dict[tuple, int] = {}
-    for key, nbytes in kinds.items():
-        entry = moves.get(key)
-        if entry is None:
-            out[key] = nbytes
-        else:
-            out[("move", *key, CHECKPOINT_WRITES)] = entry[0]
-    return out
-
-
 def _added_link_time(
     engine: Engine,
     window: tuple[float, float] | None,
@@ -373,8 +314,8 @@ def _added_link_time(
     """What the checkpoint adds to each link's busy time (over the baseline run's: its
     transfers overlapping others' add only the part not already busy) and in-flight time
     (over its own run's other transfers: no baseline run needed). `mine`: its rows and its
-    spans by kind (`_bytes_and_spans`); `others`: the run's other transfers, where the
-    caller has them (in_flight_added_s)."""
+    spans by kind (`checkpoint_rows.bytes_and_spans`); `others`: the run's other transfers,
+    where the caller has them (in_flight_added_s)."""
     busy = link_busy_s(engine, window)
     added = {name: max(0.0, b - base_busy.get(name, 0.0)) for name, b in busy.items()}
     rows, spans = mine

@@ -288,7 +288,7 @@ def in_flight_added_s(
     the role's ops (`of_role`), where the caller has them; `others`: rows holding every
     transfer of the run not of `role` (in op order), where the caller has them (the pass
     over them skips the rest, so the same spans); `spans`: `_spans_by_kind`'s of the role's
-    transfers, where the caller has them (durable._bytes_and_spans)."""
+    transfers, where the caller has them (checkpoint_rows.bytes_and_spans)."""
     if spans is None:
         rows = rows or of_role(engine.schedule.ops, engine.log, role)
         spans = _spans_by_kind(engine, window, role, True, rows)
