@@ -29,12 +29,16 @@ dumps", Future Generation Computer Systems 22(3), doi:10.1016/j.future.2004.11.0
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
 from tiersim.config.schema import Failures, Scenario
 from tiersim.core.errors import Problem
 from tiersim.core.records import record
 from tiersim.state.classes import CHECKPOINTED
 from tiersim.state.inventory import ClassBytes
+
+if TYPE_CHECKING:
+    from tiersim.engine.results import CheckpointRun
 
 
 def _check(name: str, value: float, allow_zero: bool = True) -> None:
@@ -219,6 +223,18 @@ class CheckpointCost:
     # snapshot-then-drain: durable only once drained, after training has resumed; a blocking
     # checkpoint is durable when training resumes, so it has no drain lag
     drains: bool = True
+
+    @classmethod
+    def of_run(cls, run: CheckpointRun, mode: str) -> CheckpointCost:
+        """The checkpoint the engine measured (`run`), draining where `mode` is async."""
+        return cls(
+            run.bytes,
+            run.write_s,
+            run.stall_s,
+            run.read_back_s,
+            run.restart_s,
+            drains=mode == "async",
+        )
 
     @property
     def drain_lag_s(self) -> float:

@@ -40,14 +40,7 @@ def resolve_interval(
     every = res.execution.checkpoint.every_steps
     if every != "auto":
         return every, None if every is None else "given", None
-    cost = CheckpointCost(
-        run.bytes,
-        run.write_s,
-        run.stall_s,
-        run.read_back_s,
-        run.restart_s,
-        drains=res.execution.checkpoint.mode == "async",
-    )
+    cost = CheckpointCost.of_run(run, res.execution.checkpoint.mode)
     step_s = result.time_s
     optimum_s = daly_interval(run.stall_s, run.mtbf_s)
     daly = interval_to_steps(optimum_s, step_s, cost, run.mtbf_s)

@@ -120,14 +120,7 @@ def _auto_checkpoint(s: Scenario, r: StepResult) -> tuple[int, float, float] | N
     run = r.checkpoint
     if s.checkpoint.every_steps != "auto" or run is None or run.interval_steps is None:
         return None
-    cost = CheckpointCost(
-        run.bytes,
-        run.write_s,
-        run.stall_s,
-        run.read_back_s,
-        run.restart_s,
-        drains=s.checkpoint.mode == "async",
-    )
+    cost = CheckpointCost.of_run(run, s.checkpoint.mode)
     section = checkpoint_section(
         every_steps=run.interval_steps, step_s=r.time_s, cost=cost, mtbf_s=run.mtbf_s
     )

@@ -258,14 +258,7 @@ def checkpoint_report(s: Scenario, r: StepResult) -> dict[str, Any] | None:
     run = r.checkpoint
     if run is None:
         return None
-    cost = CheckpointCost(
-        run.bytes,
-        run.write_s,
-        run.stall_s,
-        run.read_back_s,
-        run.restart_s,
-        drains=s.checkpoint.mode == "async",
-    )
+    cost = CheckpointCost.of_run(run, s.checkpoint.mode)
     every = run.interval_steps if run.interval_steps is not None else None
     section = checkpoint_section(every_steps=every, step_s=r.time_s, cost=cost, mtbf_s=run.mtbf_s)
     return {
