@@ -41,12 +41,20 @@ def ops_per_step(ops: list[Op], steps: int) -> list[int]:
 
 def _link_order(ops: list[Op], topo: Topology) -> list[list[int]]:
     """For `ordered` sharing: each transfer also waits for the previous transfer (in issue
-    order) on every link direction or network group it uses, so none overlap on a link."""
+    order) on every link direction or network group it uses, so none overlap on a link. A
+    copy within one tier (a checkpoint to the tier a class is homed on) crosses no link,
+    only that tier's ports: the transfers through those ports are ordered on them too, or
+    it and a transfer through a link would each take the whole port (run_alone)."""
+    routes = {
+        i: topo.route(op.src, op.dst, op.nbytes) for i, op in enumerate(ops) if op.kind is MOVE
+    }
+    ports = {r for route in routes.values() if not route.links for r in route.resources}
     last: dict[tuple, int] = {}
     extra: list[list[int]] = []
     for i, op in enumerate(ops):
         if op.kind is MOVE:
-            keys = list(topo.route(op.src, op.dst, op.nbytes).links)
+            route = routes[i]
+            keys = [*route.links, *(r for r in route.resources if r in ports)]
         elif op.kind.network:
             keys = [op.resource]
         else:
