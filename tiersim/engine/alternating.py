@@ -111,25 +111,28 @@ def measured_over_two(
     parts do not fill it (`unfilled`) or a tier port's bytes overfill it (`overdrawn`): in
     runs one step longer each (`run`: tiersim.engine.runs.Runs), at most `SETTLE_RUNS`, until
     a step and the step after it alternate with parts filling both (their mean, `settle`)
-    or the step after it has parts that fill it (`settled`); at the bound, the last step
-    measured, saying so. None where no sign fires or no longer run is within the limit."""
+    or the step after it has parts that fill it (`settled`). At the bound, the first two
+    that alternate, their mean (as where the alternation decays: its period more nearly
+    than one step), else the last step measured, saying so. None where no sign fires or no
+    longer run is within the limit."""
     signs = unfilled(res, first, measured) or overdrawn(res, first, measured)
     if not signs:
         return None
-    events, wall, last = first.events, first.wall_s, None
+    events, wall, last, pair = first.events, first.wall_s, None, None
     for longer in range(steps + 1, steps + 1 + SETTLE_RUNS):
         if not _within_limit(res, setup, longer):
             break
         one = _steps_of(res, setup, run(res, setup, longer))
         step = measured + longer - steps - 1  # the step measured in the run before this one
-        found, last = settle(res, one, step, longer, (measured, first.time_s))
-        events, wall = events + last.events, wall + last.wall_s
+        found, last, mean = settle(res, one, step, longer, (measured, first.time_s))
+        events, wall, pair = events + last.events, wall + last.wall_s, pair or mean
         if found is not None:
-            return replaced(found, events=events, wall_s=wall, steps_simulated=longer)
+            return replaced(found, events=events, wall_s=wall)
     if last is None:  # no longer run within simulation.max_layer_passes: measured over one
         return None
-    words = unsettled(first.time_s, measured, last.time_s, measured + last.steps_simulated - steps)
-    return replaced(last, events=events, wall_s=wall, measured_steps_why=words)
+    k = measured + last.steps_simulated - steps  # the last step measured
+    words = unsettled(first, measured, pair or last, k, pair is not None)
+    return replaced(pair or last, events=events, wall_s=wall, measured_steps_why=words)
 
 
 def _steps_of(res: Resolved, setup: RunSetup, ran: tuple) -> Measure:
@@ -146,13 +149,14 @@ def _steps_of(res: Resolved, setup: RunSetup, ran: tuple) -> Measure:
 
 def settle(res: Resolved, one: Measure, step: int, steps: int, since: tuple[int, float]) -> tuple:
     """Step `step` and the one after it, of a run of `steps` steps (`one` measures a step;
-    `since`: the step first measured and its length, for the report's words):
-    the step to report, and the step after as measured (its `steps_simulated`: the run's).
-    Their mean where they alternate and its parts fill it; else the step after where its
-    parts fill it (and no port overfills it): the steps have settled; else None."""
+    `since`: the step first measured and its length, for the report's words): the step to
+    report, the step after as measured and the two's mean where they alternate (each with
+    `steps_simulated` the run's). The step to report: their mean where they alternate and
+    its parts fill it; else the step after where its parts fill it (and no port overfills
+    it): the steps have settled; else None."""
     a, b = one(step), one(step + 1)
     after = replaced(b[0], steps_simulated=steps)
-    clock = a[0].time_s * steps
+    clock, mean = a[0].time_s * steps, None
     if alternate((a[0].time_s, b[0].time_s), a[0].events, clock):
         mean = replaced(
             mean_of(a, b),
@@ -161,10 +165,10 @@ def settle(res: Resolved, one: Measure, step: int, steps: int, since: tuple[int,
             measured_steps_why=why(a[0].time_s, b[0].time_s, step),
         )
         if not unfilled(res, mean, step):
-            return mean, after
+            return mean, after, mean
     if unfilled(res, after, step + 1) or overdrawn(res, after, step + 1):
-        return None, after
-    return replaced(after, measured_steps_why=settled(since, step + 1, b[0].time_s)), after
+        return None, after, mean
+    return replaced(after, measured_steps_why=settled(since, step + 1, b[0].time_s)), after, mean
 
 
 def later_step(res: Resolved, two: StepResult | None, measured: int) -> int | None:
@@ -258,11 +262,18 @@ def settled(since: tuple[int, float], step: int, length: float) -> str:
     )
 
 
-def unsettled(first_s: float, first: int, last_s: float, last: int) -> str:
-    """The report's words where no step up to the bound (`SETTLE_RUNS`) fills its parts."""
+def unsettled(first: StepResult, at: int, reported: StepResult, last: int, pair: bool) -> str:
+    """The report's words where no step after step `at` (`first`) up to step `last`, the
+    bound (`SETTLE_RUNS`), fills its parts: the first two that alternate reported (`pair`),
+    their mean, else the last step."""
+    bound = f"the last of {SETTLE_RUNS} runs one step longer each (the bound)"
+    if pair:
+        return (
+            f"{reported.measured_steps_why}, its parts not filling the two; nor do any "
+            f"step's or two's that alternate up to step {last}, {bound}"
+        )
     return (
-        f"the parts of step {first} ({first_s * 1e3:.6g} ms) do not fill it, nor those of "
-        f"any step after it up to step {last}, the last of {SETTLE_RUNS} runs one step "
-        f"longer each (the bound): step {last} ({last_s * 1e3:.6g} ms) is reported, its "
-        "parts not filling it"
+        f"the parts of step {at} ({first.time_s * 1e3:.6g} ms) do not fill it, nor those of "
+        f"any step after it up to step {last}, {bound}: step {last} "
+        f"({reported.time_s * 1e3:.6g} ms) is reported, its parts not filling it"
     )
