@@ -19,6 +19,16 @@ parts fill the two windows: 8.474988 ms in that case, its parts to 4e-16. Where 
 the step does not alternate and the one step's figures stand. A sample that alternates is
 not extrapolated as if its steps repeated (tiersim.engine.simulate refuses it: `NoRepetition`).
 
+Where the two agree the steps may not have settled yet: seed 43 case 64 (FSDP ZeRO-3,
+`pipeline: 2` with stages of 3 and 1 layers, the pipelined update writing the master back
+to HBF) runs steps 1 to 3 of 283.839 us, their parts 279.666 us, and step 4 of 282.549 us,
+its parts filling it. So the steps are measured on, a run one step longer each, until a
+step's parts fill it (that step reported: `settle`) or two that alternate fill theirs, at
+most `SETTLE_RUNS` runs; at the bound the first two that alternate are reported, else the
+last step, the report saying so (`sim.measured_steps_why`). With a checkpoint the run as
+configured is run again with that step's warm-up steps (`warmed_up`: tiersim.engine.simulate),
+so that the checkpoint is measured after the step reported.
+
 Where the alternation does not decay the mean is the period: ZeRO-Infinity with the CPU
 updating a step late (tests/fixtures/alternating-steps-zero-infinity.yaml) runs steps of
 5.8434 and 5.9467 ms for good, reported 5.8951 ms (5.8434 over one step).
