@@ -169,6 +169,9 @@ def test_a_step_is_measured_once_its_steps_settle():
     assert report["sim"]["measured_steps"] == 1 and report["sim"]["steps_simulated"] == 6
     assert "step 4 is the first after it whose parts do" in report["sim"]["measured_steps_why"]
     assert "a later step measured" in simulated_line(report, None)
+    # the trace draws step 1 (the run as configured) and says what the report gives
+    other = runner.simulate(_scenario(raw), record=True).trace["otherData"]
+    assert other["measured_step"] == 1 and other["reported_step_s"] == report["step"]["time_s"]
 
 
 def test_the_runs_measuring_a_step_until_its_steps_settle_are_bounded(monkeypatch):
