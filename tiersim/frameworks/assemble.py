@@ -28,6 +28,7 @@ from tiersim.frameworks.megatron import read_megatron
 from tiersim.frameworks.megatron_vocab import bridge_keeps_vocab
 from tiersim.frameworks.sources import origin, sourced
 from tiersim.frameworks.torchtitan import read_torchtitan
+from tiersim.frameworks.unsaid import unsaid
 from tiersim.frameworks.values import ValueProblem
 
 DEFAULT_HARDWARE = "dgx-h100"
@@ -306,6 +307,7 @@ def import_configs(paths: list[Path], options: ImportOptions) -> Imported:
             del sources[path]
         sources[typed] = ""  # not its mapped parent's either (`_source_of`)
     raw = apply_overrides(raw, list(options.overrides), "tiersim import")
+    unsaid(raw, facts, notes)
     if not isinstance(raw.get("model"), dict) or not raw["model"]:
         why = (
             "no model in the configs (expected --hf-config PATH to a config.json, or --set "

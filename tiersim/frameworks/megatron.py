@@ -345,7 +345,10 @@ def _model(args: _Args, out: Mapped) -> None:
     head_dim = args.integer("kv-channels")
     if head_dim is not None and head_dim * heads != hidden:
         model["head_dim"] = head_dim
-    model["vocab"] = tokenizer_vocab(args)  # padded as the framework pads it, at resolve
+    try:
+        model["vocab"] = tokenizer_vocab(args)  # padded as the framework pads it, at resolve
+    except ValueProblem as exc:  # refused at assembly unless --set model.vocab gives it
+        out.facts["vocab_unknown"] = (out.source, exc)
     positions = args.integer("max-position-embeddings")
     kind = args.value("position-embedding-type") or "learned_absolute"
     model["position"] = {"learned_absolute": "learned", "rope": "rope", "none": "none"}.get(kind)

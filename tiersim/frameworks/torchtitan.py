@@ -26,6 +26,12 @@ DTYPES = {"bfloat16": "bf16", "float32": "fp32", "float16": "fp16"}
 # [float8] recipe_name's values (torchtitan/config/job_config.py, Float8Linear.recipe_name:
 # Literal["tensorwise", "rowwise", "rowwise_with_gw_hp"] | None; torchao's recipe names)
 FLOAT8_RECIPES = ("tensorwise", "rowwise", "rowwise_with_gw_hp")
+# model.converters' names of torchao's Float8Linear: "float8" configured by [float8] (the
+# job config's first era, this repository's fixtures), "quantize.linear.float8" by
+# [quantize.linear.float8] (the later TOML era: torchtitan's docs/float8.md runs
+# `--model.converters="quantize.linear.float8" --quantize.linear.float8.enable_fsdp_float8_
+# all_gather`); both read alike (review 2026-12-07-i)
+FLOAT8_CONVERTERS = ("float8", "quantize.linear.float8")
 PARALLEL_DEGREES = ("data_parallel_replicate_degree", "data_parallel_shard_degree",
                     "tensor_parallel_degree", "pipeline_parallel_degree",
                     "context_parallel_degree", "expert_parallel_degree",
@@ -46,6 +52,8 @@ def read_torchtitan(cfg: dict[str, Any], source: str, hf_config: bool) -> Mapped
     _fp8(out)
     if "training.loss_chunks" not in out.values:  # the TOML job config's era: no chunking
         out.put("training.loss_chunks", 1, "(torchtitan TOML: cross_entropy_loss, one piece)")
+    if "training.seq_len" not in out.values:  # job_config.py Training: `seq_len: int = 2048`
+        out.put("training.seq_len", 2048, "training.seq_len (default 2048)")
     if "micro" not in out.facts:  # torchtitan's default local_batch_size
         out.facts["micro"] = 8
         out.put("training.micro_batch_size", 8, "training.local_batch_size (default 8)")
@@ -61,9 +69,9 @@ def _model(out: Mapped, section: str, body: dict[str, Any], hf_config: bool) -> 
             continue
         if key == "converters":
             names = value if isinstance(value, list) else [value]
-            if "float8" in names:  # torchao's Float8Linear, set once [float8] is read (_fp8)
+            if set(FLOAT8_CONVERTERS) & set(names):  # torchao's Float8Linear, set in _fp8
                 out.facts["float8"] = where
-            for other in (n for n in names if n != "float8"):
+            for other in (n for n in names if n not in FLOAT8_CONVERTERS):
                 out.unmapped(where, other)
         else:
             out.unmapped(where, value)
@@ -213,6 +221,22 @@ def _float8(out: Mapped, section: str, body: dict[str, Any], hf_config: bool) ->
             out.unmapped(where, value)
 
 
+def _quantize(out: Mapped, section: str, body: dict[str, Any], hf_config: bool) -> None:
+    """[quantize.linear.float8], the later TOML era's home of [float8]'s keys (the same
+    names): read as [float8]; the other quantizers (MX formats, grouped GEMMs) noted."""
+    for key, value in body.items():
+        where = f"{section}.{key}"
+        inner = value if isinstance(value, dict) else {}
+        if key != "linear" or not inner:
+            out.unmapped(where, "..." if inner else value)
+            continue
+        for name, settings in inner.items():
+            if name == "float8" and isinstance(settings, dict):
+                _float8(out, f"{where}.float8", settings, hf_config)
+            else:
+                out.unmapped(f"{where}.{name}", "..." if isinstance(settings, dict) else settings)
+
+
 def _fp8(out: Mapped) -> None:
     """training.fp8 where model.converters names float8: torchao's Float8Linear, the linears'
     GEMMs in FP8 (tensorwise unless [float8] recipe_name), the compute copy staying
@@ -222,7 +246,10 @@ def _fp8(out: Mapped) -> None:
     settings = out.facts.get("float8_settings", {})
     if "float8" not in out.facts:
         for value, where in settings.values():
-            why = 'not applied: model.converters does not name "float8" (FP8 off)'
+            why = (
+                'not applied: model.converters does not name "float8" or '
+                '"quantize.linear.float8" (FP8 off)'
+            )
             out.unmapped(where, value, why)
         return
     fp8 = {key: value for key, (value, _) in settings.items()}
@@ -298,6 +325,7 @@ _SECTIONS = {
     "parallelism": _parallelism,
     "activation_checkpoint": _activation_checkpoint,
     "float8": _float8,
+    "quantize": _quantize,
     "checkpoint": _checkpoint,
     "optimizer": _optimizer,
     "compile": _compile,

@@ -104,6 +104,8 @@ def _float8(s: Scenario, model: dict | None, notes: list[Problem]) -> dict[str, 
 def _parallelism(s: Scenario, notes: list[Problem]) -> dict[str, object]:
     p = s.parallel
     shard = p.data if p.zero_stage == 3 else 1
+    if shard > 1 and p.shard_group:  # HSDP: shards within groups, replicated across them,
+        shard = p.shard_group  # as the reader takes replicate x shard (review 2026-12-07-i)
     if p.zero_stage in (1, 2):
         why = f"{p.zero_stage}: torchtitan shards all (FSDP) or none"
         notes.append(Problem("parallel.zero_stage", why, "W-EMIT-APPROXIMATE"))
