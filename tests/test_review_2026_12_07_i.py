@@ -185,3 +185,44 @@ def test_the_sequence_length_no_config_gives(tmp_path):
     text = TT_QUANTIZE.replace("seq_len = 8192\n", "")
     s = _imported(tmp_path, "tt.toml", text, gpus=8).loaded.scenario
     assert s.training.seq_len == 2048
+
+
+def test_torchtitan_context_parallelism_is_written_back(tmp_path):
+    # torchtitan's Parallelism.context_parallel_degree (job_config.py); the writer left it out
+    # ("parallel.context: 2: not said by the torchtitan file"): 32 GPUs / (TP 2 x CP 2) = 8
+    text = TT_QUANTIZE.replace(
+        "data_parallel_shard_degree = -1",
+        "data_parallel_shard_degree = -1\ntensor_parallel_degree = 2\ncontext_parallel_degree = 2",
+    )
+    s = _imported(tmp_path, "tt.toml", text, gpus=32).loaded.scenario
+    assert (s.parallel.context, s.parallel.data) == (2, 32 // (2 * 2))
+    emitted = emit(s, "torchtitan")
+    assert "context_parallel_degree = 2\n" in emitted.text
+    assert not [n for n in emitted.notes if n.path == "parallel.context"]
+    back = _imported(tmp_path, "back.toml", emitted.text, gpus=32).loaded.scenario
+    assert (back.parallel.context, back.parallel.data) == (2, 8)
+
+
+MEGATRON_CP = """torchrun --nproc_per_node 8 --nnodes 2 pretrain_gpt.py \\
+    --num-layers 2 --hidden-size 256 --num-attention-heads 4 --vocab-size 32000 \\
+    --seq-length 4096 --max-position-embeddings 4096 --position-embedding-type rope \\
+    --micro-batch-size 1 --global-batch-size 16 --bf16 \\
+    --tensor-model-parallel-size 2 --context-parallel-size 2 \\
+    --attention-dropout 0.0 --hidden-dropout 0.0
+"""
+
+
+def test_megatron_context_parallelism_and_dropouts_are_written_back(tmp_path):
+    # 8 x 2 = 16 GPUs / (TP 2 x CP 2) = 4 data ranks; the writer dropped
+    # --context-parallel-size (its header said "8 GPUs", NUM_NODES=1) and the dropouts, so the
+    # script ran Megatron-LM's default 0.1 each (arguments.py), its masks kept for backward
+    s = _imported(tmp_path, "train.sh", MEGATRON_CP).loaded.scenario
+    assert (s.parallel.context, s.parallel.data) == (2, 16 // (2 * 2))
+    emitted = emit(s, "megatron")
+    assert "# written by tiersim from scenario train: 16 GPUs" in emitted.text
+    assert "NUM_NODES=2\n" in emitted.text  # 16 GPUs / dgx-h100's 8 a node
+    for flag in ("--context-parallel-size 2", "--attention-dropout 0.0", "--hidden-dropout 0.0"):
+        assert f"    {flag} \\\n" in emitted.text
+    back = _imported(tmp_path, "back.sh", emitted.text).loaded.scenario
+    assert (back.parallel.context, back.parallel.data) == (2, 4)
+    assert (back.model.attention_dropout, back.model.hidden_dropout) == (0.0, 0.0)

@@ -41,6 +41,13 @@ def _megatron_model(s: Scenario) -> list[str]:
     if not (m.attn_out_bias or m.mlp_bias):
         flags.append("--disable-bias-linear")
         flags += ["--add-qkv-bias"] if m.qkv_bias else []
+    # the dropouts given (the reader takes the flags: megatron.py); absent, Megatron-LM's 0.1
+    # each ran where the model had 0.0, its masks kept for backward (review 2026-12-07-i)
+    for flag, given in (
+        ("attention-dropout", m.attention_dropout),
+        ("hidden-dropout", m.hidden_dropout),
+    ):
+        flags += [f"--{flag} {given}"] if given is not None else []
     return flags
 
 
@@ -111,6 +118,8 @@ def write_megatron(s: Scenario) -> Emitted:
     if p.virtual_pipeline > 1:
         flags.append(f"--virtual-pipeline-model-parallel-size {p.virtual_pipeline}")
     flags += _stage_flags(s, notes)
+    if p.context > 1:  # Megatron-LM's --context-parallel-size, as the reader takes it
+        flags.append(f"--context-parallel-size {p.context}")
     if p.expert > 1:
         flags.append(f"--expert-model-parallel-size {p.expert}")
     flags += ["--sequence-parallel"] if p.sequence else []

@@ -114,6 +114,7 @@ def _parallelism(s: Scenario, notes: list[Problem]) -> dict[str, object]:
         "data_parallel_shard_degree": shard,
         "tensor_parallel_degree": p.tensor,
         "pipeline_parallel_degree": p.pipeline,
+        "context_parallel_degree": p.context,  # was left out, noted (review 2026-12-07-i)
         "expert_parallel_degree": p.expert,
     }
     if p.tensor > 1 and not p.sequence:

@@ -22,8 +22,8 @@ def global_batch(s: Scenario) -> int:
 
 
 def world(s: Scenario) -> int:
-    p = s.parallel
-    return p.data * p.tensor * p.pipeline
+    p = s.parallel  # context parallelism too (review 2026-12-07-i: a CP 2 run was written half)
+    return p.data * p.tensor * p.pipeline * p.context
 
 
 def framework_note(s: Scenario, kind: str, framework: str, notes: list[Problem]) -> None:
