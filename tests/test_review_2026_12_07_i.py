@@ -226,3 +226,18 @@ def test_megatron_context_parallelism_and_dropouts_are_written_back(tmp_path):
     back = _imported(tmp_path, "back.sh", emitted.text).loaded.scenario
     assert (back.parallel.context, back.parallel.data) == (2, 4)
     assert (back.model.attention_dropout, back.model.hidden_dropout) == (0.0, 0.0)
+
+
+def test_deepspeed_bfloat16_section_is_bf16(tmp_path):
+    # DeepSpeed's runtime/config.py get_bfloat16_enabled: `for key in [BFLOAT16,
+    # BFLOAT16_OLD]` ("bf16", then "bfloat16"); "bfloat16" was "not mapped": fp32 training,
+    # twice the weight bytes and no fp32 master
+    config = {"train_micro_batch_size_per_gpu": 1, "bfloat16": {"enabled": True}}
+    p = _ds(tmp_path, config).loaded.scenario.training.precision
+    assert (p.weights, p.gradients, p.master) == ("bf16", "bf16", "fp32")
+    # the HF Trainer fills "bf16.enabled" only: an "auto" here is read by DeepSpeed as given
+    config["bfloat16"] = {"enabled": "auto"}
+    with pytest.raises(InputError) as caught:
+        _ds(tmp_path, config)
+    (problem,) = caught.value.problems
+    assert (problem.path, problem.code) == ("bfloat16.enabled", "E-IMPORT-VALUE")

@@ -52,9 +52,7 @@ _ZERO_READ = {
 ZERO_NOT_MODELLED = {
     "contiguous_gradients": "a gradient buffer layout; tiersim counts the bytes, not their layout",
     "allgather_bucket_size": "ZeRO-1/2's all-gather buckets are not modelled separately",
-    "allgather_partitions": "not mapped (tiersim has no setting for it)",
     "stage3_gather_16bit_weights_on_model_save": "a checkpoint-format choice, not modelled",
-    "round_robin_gradients": "not mapped (tiersim has no setting for it)",
     "save_muon_momentum_buffer_in_memory": "tiersim counts ZeRO-3's Muon on the GPU as run "
     "with it true, the only way stage3.py runs it there",
 }
@@ -135,7 +133,7 @@ def _batch(out: Mapped) -> None:
 
 def _precision(out: Mapped, key: str, value: Any) -> None:
     section = table(key, value)
-    if hf_auto.is_auto(section.get("enabled")):  # the HF Trainer's --fp16 / --bf16 decide
+    if hf_auto.is_auto(section.get("enabled")) and key != "bfloat16":  # the Trainer's to fill
         hf_auto.trainer_value(out, f"{key}.enabled")
         for sub, val in section.items():
             if sub != "enabled":
@@ -394,6 +392,7 @@ _TOP = {
     "train_batch_size": _train_batch,
     "fp16": _precision,
     "bf16": _precision,
+    "bfloat16": _precision,  # bf16's older name, read after it (config.py get_bfloat16_enabled)
     "activation_checkpointing": _checkpointing,
     "optimizer": _optimizer,
     "zero_optimization": _zero,
