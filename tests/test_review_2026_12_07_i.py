@@ -241,3 +241,19 @@ def test_deepspeed_bfloat16_section_is_bf16(tmp_path):
         _ds(tmp_path, config)
     (problem,) = caught.value.problems
     assert (problem.path, problem.code) == ("bfloat16.enabled", "E-IMPORT-VALUE")
+
+
+def test_torchtitan_shard_degree_that_leaves_gpus_idle_is_refused(tmp_path):
+    # torchtitan's ParallelDims: assert dp_replicate * dp_shard * cp * tp * pp == world_size
+    # ("Invalid parallel dims"); 1 x 8 x TP 2 = 16 on --gpus 32 was taken as a 16-GPU run
+    text = TT_QUANTIZE.replace(
+        "data_parallel_shard_degree = -1",
+        "data_parallel_shard_degree = 8\ntensor_parallel_degree = 2",
+    )
+    with pytest.raises(InputError) as caught:
+        _imported(tmp_path, "tt.toml", text, gpus=32)
+    (problem,) = caught.value.problems
+    assert caught.value.source == "--gpus" and problem.code == "E-IMPORT-CONFLICT"
+    assert "= 16" in problem.message and "expected --gpus 16" in problem.message
+    s = _imported(tmp_path, "tt.toml", text, gpus=16).loaded.scenario
+    assert (s.parallel.data, s.parallel.tensor) == (8, 2)

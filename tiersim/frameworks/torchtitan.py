@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from tiersim.core.errors import InputError, Problem
 from tiersim.frameworks.mapping import Mapped
 from tiersim.frameworks.values import ValueProblem, boolean, integer, text
 from tiersim.state.optimizers import framework_names
@@ -331,3 +332,36 @@ _SECTIONS = {
     "compile": _compile,
     "loss": _loss,
 }
+
+
+def replicate_x_shard(
+    facts: dict[str, Any], ranks: int | None, world: int | None, notes: list
+) -> int:
+    """torchtitan's data parallelism: replicate x shard, shard -1 the ranks the others leave;
+    a shard degree given must fill the world with the rest, as ParallelDims asserts
+    (review 2026-12-07-i: 8 x TP 2 on 32 GPUs was taken as 16 GPUs, silently)."""
+    replicate, shard = facts["replicate"], facts["shard"]
+    model_parallel = facts.get("model_parallel", 1)
+    if shard == -1 and ranks is None:
+        why = "not given: data_parallel_shard_degree -1 taken as 1 (give --gpus N, the world size)"
+        notes.append(("--gpus", Problem("", why, "W-IMPORT-ASSUMED")))
+        shard = 1
+    elif shard == -1:
+        if ranks % replicate:
+            why = (
+                f"{world} GPUs do not divide into data_parallel_replicate_degree "
+                f"{replicate} x tensor x pipeline x context {model_parallel}"
+            )
+            raise InputError("--gpus", [Problem("", why, "E-IMPORT-CONFLICT")])
+        shard = ranks // replicate
+    elif ranks is not None and replicate * shard != ranks:
+        fills = replicate * shard * model_parallel
+        why = (
+            f"{world} GPUs are not data_parallel_replicate_degree {replicate} x "
+            f"data_parallel_shard_degree {shard} x tensor x pipeline x context {model_parallel}"
+            f" = {fills} (torchtitan's ParallelDims asserts 'Invalid parallel dims: ... != "
+            f"WORLD_SIZE'; expected --gpus {fills}, or data_parallel_shard_degree = -1)"
+        )
+        raise InputError("--gpus", [Problem("", why, "E-IMPORT-CONFLICT")])
+    facts["shard"] = shard
+    return replicate * shard
