@@ -257,3 +257,32 @@ def test_torchtitan_shard_degree_that_leaves_gpus_idle_is_refused(tmp_path):
     assert "= 16" in problem.message and "expected --gpus 16" in problem.message
     s = _imported(tmp_path, "tt.toml", text, gpus=16).loaded.scenario
     assert (s.parallel.data, s.parallel.tensor) == (8, 2)
+
+
+FSDP2_SCRIPT = """torchrun --nproc_per_node 8 pretrain_gpt.py \\
+    --num-layers 2 --hidden-size 256 --num-attention-heads 4 --vocab-size 32000 \\
+    --seq-length 512 --max-position-embeddings 512 \\
+    --micro-batch-size 1 --global-batch-size 8 --bf16 --use-torch-fsdp2 --ckpt-format torch_dist
+"""
+
+
+def test_megatron_torch_fsdp2_is_zero_3(tmp_path):
+    # Megatron-LM's --use-torch-fsdp2 (arguments.py; training.py: DP = torch_FSDP): the model
+    # fully sharded over the data ranks, ZeRO-3; it was "not mapped" and the run taken as DDP
+    # (every GPU holding all the weights, gradients and optimizer state)
+    s = _imported(tmp_path, "train.sh", FSDP2_SCRIPT).loaded.scenario
+    assert (s.parallel.zero_stage, s.parallel.data) == (3, 8)
+    emitted = emit(s, "megatron")
+    assert "    --use-torch-fsdp2 \\\n" in emitted.text
+    assert not [n for n in emitted.notes if n.path == "parallel.zero_stage"]
+    # arguments.py: assert args.pipeline_model_parallel_size == 1, '--use-torch-fsdp2 is not
+    # supported with pipeline parallelism' (and with expert parallelism, the distributed optimizer)
+    piped = FSDP2_SCRIPT.replace(
+        "--use-torch-fsdp2", "--use-torch-fsdp2 --pipeline-model-parallel-size 2"
+    )
+    with pytest.raises(InputError) as caught:
+        _imported(tmp_path, "train.sh", piped)
+    (problem,) = caught.value.problems
+    assert (
+        problem.path == "--use-torch-fsdp2" and "--pipeline-model-parallel-size" in problem.message
+    )

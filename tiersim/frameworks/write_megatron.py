@@ -125,6 +125,8 @@ def write_megatron(s: Scenario) -> Emitted:
     flags += ["--sequence-parallel"] if p.sequence else []
     if p.zero_stage == 1:
         flags.append("--use-distributed-optimizer")
+    elif p.zero_stage == 3 and p.pipeline == 1 and p.expert == 1:  # as the reader takes it
+        flags.append("--use-torch-fsdp2")
     elif p.zero_stage > 1:
         why = f"{p.zero_stage}: Megatron-LM's distributed optimizer shards optimizer state (ZeRO-1)"
         notes.append(Problem("parallel.zero_stage", why, "W-EMIT-APPROXIMATE"))
