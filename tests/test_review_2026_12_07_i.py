@@ -286,3 +286,40 @@ def test_megatron_torch_fsdp2_is_zero_3(tmp_path):
     assert (
         problem.path == "--use-torch-fsdp2" and "--pipeline-model-parallel-size" in problem.message
     )
+
+
+TT_PP = """[model]
+name = "llama3"
+flavor = "70B"
+
+[training]
+local_batch_size = 8
+seq_len = 8192
+
+[parallelism]
+tensor_parallel_degree = 8
+pipeline_parallel_degree = 4
+"""
+
+
+def test_torchtitan_pipeline_runs_its_local_batch_as_microbatches(tmp_path):
+    # job_config.py Parallelism.pipeline_parallel_microbatch_size (default 1): "the total
+    # number of microbatches by dividing local_batch_size with pipeline_parallel_microbatch_size"
+    # 64 GPUs / (TP 8 x PP 4) = data 2; local 8 / 1 = 8 microbatches of 1 (it was one of 8:
+    # the stage's activations for 8 sequences at once, and the bubble of one micro-batch)
+    s = _imported(tmp_path, "tt.toml", TT_PP, gpus=64).loaded.scenario
+    t = s.training
+    assert (t.micro_batch_size, t.grad_accumulation, s.parallel.data) == (1, 8 // 1, 2)
+    assert t.global_batch_size in (None, 8 * 2)  # global_batch_size -1: local x data
+    # written back as the local batch and the pipeline's microbatch, importing the same
+    emitted = emit(s, "torchtitan")
+    assert "local_batch_size = 8\n" in emitted.text
+    assert "pipeline_parallel_microbatch_size = 1\n" in emitted.text
+    back = _imported(tmp_path, "back.toml", emitted.text, gpus=64).loaded.scenario
+    assert (back.training.micro_batch_size, back.training.grad_accumulation) == (1, 8)
+    # a microbatch size that does not divide the local batch: torchtitan cannot split it
+    bad = TT_PP + "pipeline_parallel_microbatch_size = 3\n"
+    with pytest.raises(InputError) as caught:
+        _imported(tmp_path, "tt.toml", bad, gpus=64)
+    (problem,) = caught.value.problems
+    assert problem.path == "parallelism.pipeline_parallel_microbatch_size"

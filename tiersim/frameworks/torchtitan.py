@@ -58,7 +58,35 @@ def read_torchtitan(cfg: dict[str, Any], source: str, hf_config: bool) -> Mapped
     if "micro" not in out.facts:  # torchtitan's default local_batch_size
         out.facts["micro"] = 8
         out.put("training.micro_batch_size", 8, "training.local_batch_size (default 8)")
+    _pp_micro(out)
     return out
+
+
+def _pp_micro(out: Mapped) -> None:
+    """Under pipeline parallelism torchtitan splits each local batch into microbatches of
+    pipeline_parallel_microbatch_size (job_config.py Parallelism, default 1: "the total number
+    of microbatches by dividing local_batch_size with pipeline_parallel_microbatch_size"): the
+    micro-batch the pipeline runs, local / size of them a local batch (review 2026-12-07-i: the
+    local batch was taken as one micro-batch, the pipeline's bubble and in-flight activations
+    those of one)."""
+    given = out.facts.pop("pp_micro", None)
+    size, where = given or (1, "parallelism.pipeline_parallel_microbatch_size")
+    if out.values.get("parallel.pipeline", 1) <= 1:
+        if given:
+            out.unmapped(where, size, "no pipeline parallelism: not applied")
+        return
+    local = out.facts["micro"]
+    if local % size:
+        why = f"{size} does not divide training.local_batch_size {local} (torchtitan splits it)"
+        raise ValueProblem(where, why)
+    out.facts["micro"] = size
+    out.put("training.micro_batch_size", size, where)
+    if "global" not in out.facts:  # global_batch_size -1: local x data, one local batch a step
+        out.facts["accumulation"] = local // size
+        out.put("training.grad_accumulation", local // size, where)
+    said = "" if given else " (default 1)"
+    why = f"{size}{said}: each local batch of {local} runs as {local // size} microbatches"
+    out.note(where, why)
 
 
 def _model(out: Mapped, section: str, body: dict[str, Any], hf_config: bool) -> None:
@@ -144,6 +172,8 @@ def _parallelism(out: Mapped, section: str, body: dict[str, Any], hf_config: boo
             on = boolean(where, value)
             out.put("parallel.overlap_tensor_forward", on, where)
             out.put("parallel.overlap_tensor_backward", on, where)
+        elif key == "pipeline_parallel_microbatch_size":  # read with the degrees (_pp_micro)
+            out.facts["pp_micro"] = (integer(where, value), where)
         elif key == "pipeline_parallel_layers_per_stage":
             out.facts["layers_per_stage"] = integer(where, value)
             out.unmapped(where, value, "layers per stage: the split tiersim makes is even")

@@ -61,8 +61,11 @@ def write_torchtitan(s: Scenario) -> Emitted:
 def _training(s: Scenario, notes: list[Problem]) -> dict[str, object]:
     t, pl, pr = s.training, s.placement, s.training.precision
     dtypes = {ours: theirs for theirs, ours in DTYPES.items()}
+    # under PP a local batch is split into microbatches (torchtitan.py `_pp_micro`): the
+    # accumulated micro-batches are one local batch, one pipeline schedule, not one each
+    pp = s.parallel.pipeline > 1
     training: dict[str, object] = {
-        "local_batch_size": t.micro_batch_size,
+        "local_batch_size": t.micro_batch_size * (t.grad_accumulation if pp else 1),
         "global_batch_size": global_batch(s),
         "seq_len": s.seq_len,
         "mixed_precision_param": dtypes.get(pr.compute_precision, "bfloat16"),
@@ -117,6 +120,8 @@ def _parallelism(s: Scenario, notes: list[Problem]) -> dict[str, object]:
         "context_parallel_degree": p.context,  # was left out, noted (review 2026-12-07-i)
         "expert_parallel_degree": p.expert,
     }
+    if p.pipeline > 1:  # the micro-batch the pipeline runs (the local batch: _training)
+        out["pipeline_parallel_microbatch_size"] = s.training.micro_batch_size
     if p.tensor > 1 and not p.sequence:
         why = (
             "false: torchtitan's tensor parallelism always shards the norms and the residual "
