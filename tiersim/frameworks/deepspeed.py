@@ -6,10 +6,9 @@ gradient_accumulation_steps x data-parallel size; given all three, the data-para
 follows (a world size, --gpus, gives it otherwise).
 
 Offload: `offload_optimizer.device` cpu or nvme homes the fp32 master copy and the optimizer
-state on that tier with the CPU optimizer (ZeRO-Offload / ZeRO-Infinity), the gradients
-accumulating in host memory as DeepSpeed keeps them (its fp32 gradient partition in pinned
-host memory); `offload_param.device` homes the weights. A `nvme_path` is taken as the
-hardware's `nvme` tier (one drive per GPU, as the presets have it).
+state on that tier with the CPU optimizer (ZeRO-Offload / ZeRO-Infinity), the gradients in
+host memory as DeepSpeed keeps them (its pinned fp32 partition); `offload_param.device` homes
+the weights. A `nvme_path` is the hardware's `nvme` tier (one drive per GPU, as presets have).
 """
 
 from __future__ import annotations
@@ -23,6 +22,8 @@ from tiersim.frameworks.values import ValueProblem, boolean, integer, number, ta
 from tiersim.state.optimizers import framework_names
 
 TIER = {"cpu": "dram", "nvme": "nvme"}
+LOSS_SCALING = {"loss_scale", "initial_scale_power", "loss_scale_window", "hysteresis",
+                "consecutive_hysteresis", "min_loss_scale"}  # fmt: skip
 # zero_optimization keys onto training.offload keys (same meaning, DeepSpeed's names)
 ZERO_OFFLOAD_KEYS = {
     "stage3_prefetch_bucket_size": "prefetch_bucket_size",
@@ -37,18 +38,9 @@ ZERO_DEEPSPEED_KEYS = ("stage3_max_reuse_distance", "stage3_param_persistence_th
 # `_configure_basic_optimizer`)
 OPTIMIZERS = {ds.lower(): ours for ds, ours in framework_names("deepspeed").items()}
 # zero_optimization keys read here (an "auto" among them the HF Trainer does not fill: refused)
-_ZERO_READ = {
-    "stage",
-    *ZERO_OFFLOAD_KEYS,
-    *ZERO_DEEPSPEED_KEYS,
-    "overlap_comm",
-    "reduce_scatter",
-    "offload_optimizer",
-    "offload_param",
-    "cpu_offload",
-    "cpu_offload_params",
-    "cpu_offload_param",
-}
+_ZERO_READ = {"stage", *ZERO_OFFLOAD_KEYS, *ZERO_DEEPSPEED_KEYS, "overlap_comm", "reduce_scatter",
+              "offload_optimizer", "offload_param", "cpu_offload", "cpu_offload_params",
+              "cpu_offload_param"}  # fmt: skip
 ZERO_NOT_MODELLED = {
     "contiguous_gradients": "a gradient buffer layout; tiersim counts the bytes, not their layout",
     "allgather_bucket_size": "ZeRO-1/2's all-gather buckets are not modelled separately",
@@ -135,10 +127,7 @@ def _precision(out: Mapped, key: str, value: Any) -> None:
     section = table(key, value)
     if hf_auto.is_auto(section.get("enabled")) and key != "bfloat16":  # the Trainer's to fill
         hf_auto.trainer_value(out, f"{key}.enabled")
-        for sub, val in section.items():
-            if sub != "enabled":
-                out.unmapped(f"{key}.{sub}", val, "loss scaling: not modelled (no effect on bytes)")
-        return
+        return _precision_rest(out, key, section)
     if not boolean(f"{key}.enabled", section.get("enabled", False)):
         out.unmapped(key, value, "not enabled: nothing to map")
         return
@@ -153,9 +142,16 @@ def _precision(out: Mapped, key: str, value: Any) -> None:
     out.put("training.precision.weights", name, f"{key}.enabled")
     out.put("training.precision.gradients", name, f"{key}.enabled")
     out.put("training.precision.master", "fp32", f"{key}.enabled")
-    for sub, val in section.items():
-        if sub != "enabled":
-            out.unmapped(f"{key}.{sub}", val, "loss scaling: not modelled (no effect on bytes)")
+    _precision_rest(out, key, section)
+
+
+def _precision_rest(out: Mapped, key: str, section: dict[str, Any]) -> None:
+    """fp16's loss-scaling keys (config.py's FP16_* constants) change no bytes; any other key
+    (fp16_master_weights_and_grads, auto_cast, bf16's) is not mapped, said so, not called loss
+    scaling (review 2026-12-07-i)."""
+    for sub, val in ((k, v) for k, v in section.items() if k != "enabled"):
+        why = "loss scaling: not modelled (no effect on bytes)" if sub in LOSS_SCALING else ""
+        out.unmapped(f"{key}.{sub}", val, why)
 
 
 def _checkpointing(out: Mapped, key: str, value: Any) -> None:
