@@ -5,7 +5,11 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
+from tiersim.analysis.cost import costing_of
 from tiersim.cli import main
+from tiersim.report.cost import cost_text, costing_dict
 
 # A small DeepSeek-style MoE by its dimensions, every count by hand below: 2 layers of width
 # 256 (4 heads, plain attention q, k, v, o: 4 x 256 x 256 = 262,144), two RMSNorms (512), a
@@ -44,3 +48,33 @@ def test_a_checkpoint_writes_each_routed_experts_weights_once_over_their_replica
     # every byte of the model's checkpoint once over the 4 GPUs: 14 B x 1,826,048 / 4
     assert 14 * 1_826_048 // 4 == 6_391_168
     assert rep["checkpoint"]["bytes"] == 6_391_168  # was 6,194,560: expert weights / 4
+
+
+def _report(steps_per_day: float, possible: float) -> dict:
+    """A report as `costing_of` reads it: one GPU at 1,000 goodput tokens/s, 4 TB of HBF
+    that wears out in 700 days at `steps_per_day`."""
+    hbf = {"capacity_bytes": 4e12, "resident_bytes": 1, "peak_bytes": 1}
+    wear = {"lifetime_days": 700.0, "steps_per_day": steps_per_day}
+    wear["steps_per_day_possible"] = possible
+    return {"tiers": {"hbf": hbf}, "wear": {"hbf": wear}, "step": {"tokens_per_s": 1000.0}}
+
+
+def test_flash_bought_again_as_it_wears_out_costs_its_capital_over_the_tokens_it_saw():
+    """Finding 2: HBF's capital per token was its cost per calendar hour over the tokens a
+    24/7 run makes an hour, while its wear lifetime was counted at budget.steps_per_day: at
+    5,000 of the 26,942 steps a day a 3.207 s step allows, 5.39x too cheap (0.05217 against
+    0.2811 price units per million tokens). By hand: the drive lasts 700 days x 5,000 steps
+    = 3.5e6 steps; a step is 86,400 / 25,000 = 3.456 s, 3,456 tokens at 1,000 a second: it
+    sees 1.2096e10 tokens for its 0.5 x 4,000 GB = 2,000 of capital, 2,000 / 12,096 per
+    million tokens."""
+    c = costing_of(1, None, {"hbf": 0.5}, None, _report(5_000, 25_000))
+    assert c.per_million_tokens == pytest.approx(2_000 / 12_096, rel=1e-12)  # 0.165344
+    # training 24/7 (steps_per_day the step's own), the figure is as before: 2,000 over
+    # 700 x 24 hours, over 3.6e6 tokens an hour
+    full = costing_of(1, None, {"hbf": 0.5}, None, _report(25_000, 25_000))
+    assert full.per_million_tokens == pytest.approx(2_000 / (700 * 24) / 3.6, rel=1e-12)
+    # compare says why: 5,000 of 25,000 steps a day is 20.0 % of each day
+    section = {"a": costing_dict(c), "b": None, "why": "only A gives prices"}
+    assert costing_dict(c)["training_share_of_day"] == 0.2
+    assert "\nA trains 20.0 % of each day (budget.steps_per_day against" in cost_text(section)
+    assert "trains" not in cost_text({"a": costing_dict(full), "b": None, "why": "."})
