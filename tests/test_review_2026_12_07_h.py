@@ -4,6 +4,7 @@ DeepSeek-style MoE (docs/review-2026-12-07-h.md), one test each; expected values
 from __future__ import annotations
 
 import json
+import math
 
 import pytest
 
@@ -78,3 +79,40 @@ def test_flash_bought_again_as_it_wears_out_costs_its_capital_over_the_tokens_it
     assert costing_dict(c)["training_share_of_day"] == 0.2
     assert "\nA trains 20.0 % of each day (budget.steps_per_day against" in cost_text(section)
     assert "trains" not in cost_text({"a": costing_dict(full), "b": None, "why": "."})
+
+
+# GPT-2 with AdamW's master and moments on HBF, an auto checkpoint to NVMe: HBF fails its
+# 5-year budget and the accumulation remedy's run resolves its own auto interval
+HBF_AUTO = (
+    "name: g\nmodel: {preset: gpt2}\ntraining: {seq_len: 256, optimizer: adamw}\n"
+    "placement: {optimizer: hbf, master: hbf}\nhardware: {preset: h200-hbf}\n"
+    "checkpoint: {every_steps: auto, target: nvme, mode: async}\nfailures: {mtbf: 6 h}\n"
+    "budget: {hbf: {lifetime: 5 years}}\n"
+)
+
+
+def test_the_wear_tables_accumulation_remedy_keeps_its_checkpoint_in_a_row_of_its_own(
+    tmp_path, capsys
+):
+    """Finding 3: `wear`'s table put the remedy's whole sentence in one cell, ">= 26 (then
+    1,916.30 steps/day, with the auto checkpoint every step, 8.367 s of training, goodput
+    98.60 %)": the HBF column grew to 106 characters and the figure sat under the NVMe
+    column. The cell keeps the accumulation and its pace; the checkpoint has its own row."""
+    path = tmp_path / "g.yaml"
+    path.write_text(HBF_AUTO)
+    assert main(["wear", str(path), "--format", "json"]) == 0
+    g = json.loads(capsys.readouterr().out)["wear"]["hbf"]["remedies"]["grad_accumulation"]
+    assert main(["wear", str(path)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    rows = {ln[:28].strip(): ln[28:].strip() for ln in lines if ln.startswith(("fits", "  then"))}
+    # one step of the remedy's 19.6 s (fmt_time: 3 decimals in s), goodput at 2 decimals
+    assert g["checkpoint_interval_steps"] == 1 and 1 <= g["checkpoint_interval_s"] < 60
+    pace = f"{math.floor(g['steps_per_day'] * 100) / 100:,.2f}"  # rounded down: it holds
+    assert rows["fits at grad_accumulation"] == f">= {g['value']:,} (then {pace} steps/day)"
+    auto = (
+        f"every step, {g['checkpoint_interval_s']:.3f} s of training, goodput "
+        f"{100 * g['goodput']:.2f} %"
+    )
+    assert rows["then the auto checkpoint"] == auto
+    # the verdict above the table still says it whole
+    assert f"(then {pace} steps/day, with the auto checkpoint {auto})" in lines[0]
