@@ -7,10 +7,11 @@ import json
 import math
 
 import pytest
+from conftest import scenario
 
-from tiersim.analysis.cost import costing_of
+from tiersim.analysis.cost import costing, costing_of
 from tiersim.cli import main
-from tiersim.report.cost import cost_text, costing_dict
+from tiersim.report.cost import cost_comparison, cost_text, costing_dict
 
 # A small DeepSeek-style MoE by its dimensions, every count by hand below: 2 layers of width
 # 256 (4 heads, plain attention q, k, v, o: 4 x 256 x 256 = 262,144), two RMSNorms (512), a
@@ -116,3 +117,32 @@ def test_the_wear_tables_accumulation_remedy_keeps_its_checkpoint_in_a_row_of_it
     assert rows["then the auto checkpoint"] == auto
     # the verdict above the table still says it whole
     assert f"(then {pace} steps/day, with the auto checkpoint {auto})" in lines[0]
+
+
+def test_a_context_parallel_run_is_priced_on_every_gpu_it_runs_on():
+    """Finding 4: `compare`'s cost counted data x tensor x pipeline GPUs, leaving context
+    parallelism out (the plan counted the mesh's world): Llama-3-70B on 256 GPUs against the
+    same with context 2 (512 GPUs, 310,713 tokens/s) read "B is cheaper per token", 1.069
+    against 2.045, where B's GPU-hours alone cost 1.857. And the reason read "A makes fewer
+    tokens a second", the job's total, where the GPUs differ. Here A is data 2 x tensor 2 x
+    context 2 = 8 GPUs at 4 an hour, 1,000 tokens a second: 8 x 4 / 3.6e6 x 1e6 = 8.889 per
+    million tokens; B the same without context, 4 GPUs, 900 tokens a second: 4 x 4 /
+    3.24e6 x 1e6 = 4.938, and B makes more a GPU (225 against 125)."""
+    model = {"layers": 2, "hidden": 256, "heads": 4, "ffn_hidden": 512, "vocab": 1000}
+    raw = {"model": {**model, "position": "rope"}, "hardware": HW}
+    a = scenario({"name": "a", **raw, "parallel": {"data": 2, "tensor": 2, "context": 2}})
+    b = scenario({"name": "b", **raw, "parallel": {"data": 2, "tensor": 2}})
+    rep_a = {"step": {"tokens_per_s": 1000.0}, "tiers": {}}
+    rep_b = {"step": {"tokens_per_s": 900.0}, "tiers": {}}
+    assert costing(a, rep_a).gpus == 8
+    assert costing(a, rep_a).per_million_tokens == pytest.approx(8 * 4 / 3.6e6 * 1e6, rel=1e-12)
+    assert costing(b, rep_b).per_million_tokens == pytest.approx(4 * 4 / 3.24e6 * 1e6, rel=1e-12)
+    why = cost_comparison(a, b, rep_a, rep_b)["why"]
+    assert why == (
+        "B is cheaper per token: 8.889 (A) against 4.938 (B) price units per million tokens; "
+        "the largest difference is GPU-hours (3.951 price units per million tokens): A makes "
+        "fewer tokens a second per GPU (125 (A) against 225 (B), after checkpoints and failures)."
+    )
+
+
+HW = {"preset": "h200-hbf", "price_per_gpu_hour": 4}

@@ -26,6 +26,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from tiersim.config.mesh import Mesh
 from tiersim.config.schema import Scenario
 from tiersim.core.records import record
 from tiersim.core.units import DAY_S, YEAR_S
@@ -87,7 +88,10 @@ class Costing:
 
 
 def job_gpus(s: Scenario) -> int:
-    return s.parallel.data * s.parallel.tensor * s.parallel.pipeline
+    """The job's GPUs, the mesh's world: data x tensor x pipeline x context (the plan's
+    `costs_of` takes the same; without context a context-parallel run was priced at 1/c of
+    its GPUs)."""
+    return Mesh.of(s.parallel).world
 
 
 def goodput_tokens_per_s(report: dict[str, Any]) -> float:

@@ -96,9 +96,13 @@ def _why(a: Costing, b: Costing, cheaper: str | None) -> str:
             f"{tier.amortization_s / tier.replaced_every_s:.3g} times over "
             f"{fmt_days(tier.amortization_s / DAY_S)}"
         )
-    elif part == "GPU-hours":
-        slower = "A" if a.goodput_tokens_per_s < b.goodput_tokens_per_s else "B"
-        line += f": {slower} makes fewer tokens a second"
+    elif part == "GPU-hours":  # per GPU: the sides may run on different numbers of GPUs
+        rate = {k: c.goodput_tokens_per_s / c.gpus for k, c in (("A", a), ("B", b))}
+        slower = "A" if rate["A"] < rate["B"] else "B"
+        line += (
+            f": {slower} makes fewer tokens a second per GPU ({fmt_significant(rate['A'])} (A) "
+            f"against {fmt_significant(rate['B'])} (B), after checkpoints and failures)"
+        )
     return line + "."
 
 
