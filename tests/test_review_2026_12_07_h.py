@@ -146,3 +146,28 @@ def test_a_context_parallel_run_is_priced_on_every_gpu_it_runs_on():
 
 
 HW = {"preset": "h200-hbf", "price_per_gpu_hour": 4}
+
+
+def test_a_failure_count_other_than_the_layouts_gpus_is_noted(tmp_path, capsys):
+    """Finding 5: `failures: {gpu_mtbf: 50000 h, gpus: 128}` beside tensor 8 x pipeline 4 x
+    data 8 (256 GPUs) validated in silence, the job's MTBF twice the layout's; `gpus` beside
+    a job `mtbf` did nothing, also in silence. By hand: 50,000 h / 128 = 390.6 h = 16.3 days,
+    / 256 = 195.3 h = 8.1 days."""
+    model = "model: {layers: 4, hidden: 256, heads: 8, ffn_hidden: 512, vocab: 1000}\n"
+    path = tmp_path / "f.yaml"
+    path.write_text(
+        "name: f\n" + model.replace("}", ", position: rope}") + "parallel: {tensor: 8, "
+        "pipeline: 4, data: 8}\nfailures: {gpu_mtbf: 50000 h, gpus: 128}\n"
+    )
+    assert main(["validate", str(path)]) == 0
+    err = capsys.readouterr().err
+    assert (
+        "failures.gpus: 128 GPUs failing independently, where the parallel layout runs tensor 8 "
+        "x data 8 x pipeline 4 = 256 GPUs: the job's MTBF is gpu_mtbf / 128 = 16.3 days, against "
+        "8.1 days over the layout's GPUs (leave failures.gpus out to take them)"
+    ) in err and "[W-GPU-COUNT]" in err
+    assert main(["validate", str(path), "--set", "failures.gpus=256"]) == 0
+    assert "failures.gpus" not in capsys.readouterr().err
+    sets = ["--set", "failures={mtbf: 6 h, gpus: 256}"]
+    assert main(["validate", str(path), *sets]) == 0
+    assert "failures.gpus: 256 has no effect without failures.gpu_mtbf" in capsys.readouterr().err
