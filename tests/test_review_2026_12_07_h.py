@@ -11,6 +11,8 @@ from conftest import scenario
 
 from tiersim.analysis.cost import costing, costing_of
 from tiersim.cli import main
+from tiersim.config.load import load_scenario
+from tiersim.core.errors import InputError
 from tiersim.report.cost import cost_comparison, cost_text, costing_dict
 
 # A small DeepSeek-style MoE by its dimensions, every count by hand below: 2 layers of width
@@ -171,3 +173,28 @@ def test_a_failure_count_other_than_the_layouts_gpus_is_noted(tmp_path, capsys):
     sets = ["--set", "failures={mtbf: 6 h, gpus: 256}"]
     assert main(["validate", str(path), *sets]) == 0
     assert "failures.gpus: 256 has no effect without failures.gpu_mtbf" in capsys.readouterr().err
+
+
+def test_an_abbreviated_count_and_a_list_of_choices_are_refused_with_what_to_write(tmp_path):
+    """Findings 6 and 7: `seq_len: 8k` was refused "input should be a valid integer (got
+    '8k')", and `placement: {optimizer: [hbf, dram]}` (the choices a user means to compare)
+    "input should be a valid string (got ['hbf', 'dram'])", neither saying what to write."""
+    path = tmp_path / "s.yaml"
+    path.write_text(
+        "name: s\nmodel: {preset: gpt2}\ntraining: {seq_len: 1.5k}\n"
+        "placement: {optimizer: [hbf, dram]}\n"
+    )
+    with pytest.raises(InputError) as caught:
+        load_scenario(path)
+    said = {p.path: p.message for p in caught.value.problems}
+    # 1.5 x 1,024 = 1,536 or 1.5 x 1,000 = 1,500
+    assert said["training.seq_len"] == (
+        "input should be a valid integer (got '1.5k'); 1.5k is not read as a count: write it "
+        "out, e.g. 1536 or 1500 (line 3)"
+    )
+    assert said["placement.optimizer"] == (
+        "input should be a valid string (got ['hbf', 'dram']); one value here: to search "
+        "several, list them in a plan: section (plan: {placement.optimizer: [...]}) or a sweep "
+        "file's grid (line 4)"
+    )
+    assert {p.code for p in caught.value.problems} == {"E-TYPE"}
