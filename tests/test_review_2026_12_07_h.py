@@ -198,3 +198,22 @@ def test_an_abbreviated_count_and_a_list_of_choices_are_refused_with_what_to_wri
         "file's grid (line 4)"
     )
     assert {p.code for p in caught.value.problems} == {"E-TYPE"}
+
+
+def test_the_busiest_port_line_says_how_much_of_the_step_waits_on_transfers(tmp_path, capsys):
+    """Finding 8: `run` of Llama-3-70B with an async checkpoint to NVMe named "busiest
+    (step.bottleneck): the nvme write port, 18.8 %" and nothing else on what bounds the step:
+    the drain runs beside the step (it stalls nothing), and the GPU waits on transfers 2.0 %
+    of the step. The line now gives that share, exposed transfer / step time (by hand from
+    the report's two figures)."""
+    path = tmp_path / "g.yaml"
+    path.write_text(HBF_AUTO)
+    assert main(["run", str(path), "--out", str(tmp_path / "out")]) == 0
+    out = capsys.readouterr().out
+    step = json.loads((tmp_path / "out" / "report.json").read_text())["step"]
+    waits = 100 * step["exposed_transfer_s"] / step["time_s"]
+    line = next(ln for ln in out.splitlines() if ln.startswith("busiest (step.bottleneck)"))
+    assert line.endswith(
+        f"; the GPU waits on transfers for {waits:.1f} % of the step (exposed transfer, in the "
+        "step's table): bandwidth bounds no more of it than that"
+    )
