@@ -13,6 +13,7 @@ from tiersim.analysis.cost import costing, costing_of
 from tiersim.cli import main
 from tiersim.config.load import load_scenario
 from tiersim.core.errors import InputError
+from tiersim.plan.rank import binds
 from tiersim.report.cost import cost_comparison, cost_text, costing_dict
 
 # A small DeepSeek-style MoE by its dimensions, every count by hand below: 2 layers of width
@@ -216,4 +217,20 @@ def test_the_busiest_port_line_says_how_much_of_the_step_waits_on_transfers(tmp_
     assert line.endswith(
         f"; the GPU waits on transfers for {waits:.1f} % of the step (exposed transfer, in the "
         "step's table): bandwidth bounds no more of it than that"
+    )
+
+
+def test_a_plans_binds_line_gives_the_exposed_transfer_beside_the_busiest_port():
+    """Finding 8, in `plan`: "binds: compute 51.5 %, pipeline bubble 28.7 %, exposed
+    collectives 18.2 % of 3.209 s; busiest: nvme write port at 18.8 %" read as if the NVMe
+    bound the step. The line now gives the exposed transfer's share before the busiest. By
+    hand: a 10 s step of 6 s compute (60.0 %), 2.5 s bubble (25.0 %), 1 s collectives
+    (10.0 %) and 0.5 s exposed transfer (5.0 %)."""
+    step = {"time_s": 10.0, "compute_s": 6.0, "exposed_transfer_s": 0.5, "exposed_cpu_s": 0.0}
+    step |= {"exposed_collective_s": 1.0, "pipeline_bubble_s": 2.5, "optimizer_on": "cpu"}
+    step["bottleneck"] = {"resource": "nvme write port", "bandwidth_utilization": 0.188}
+    tiers = {"hbm": {"peak_bytes": 50e9, "capacity_bytes": 100e9}}
+    assert binds({"step": step, "tiers": tiers})["time"] == (
+        "compute 60.0 %, pipeline bubble 25.0 %, exposed collectives 10.0 % of 10.000 s; "
+        "transfers exposed 5.0 %, busiest: nvme write port at 18.8 %"
     )
