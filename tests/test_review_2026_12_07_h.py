@@ -234,3 +234,10 @@ def test_a_plans_binds_line_gives_the_exposed_transfer_beside_the_busiest_port()
         "compute 60.0 %, pipeline bubble 25.0 %, exposed collectives 10.0 % of 10.000 s; "
         "transfers exposed 5.0 %, busiest: nvme write port at 18.8 %"
     )
+    # where the exposed transfer is among the three parts named, it is not said twice: a
+    # 10 s step of 4 s exposed transfer (40.0 %), 2.5 s bubble (25.0 %), 2 s compute (20.0 %)
+    step |= {"compute_s": 2.0, "exposed_transfer_s": 4.0}
+    assert binds({"step": step, "tiers": tiers})["time"] == (
+        "exposed transfer 40.0 %, pipeline bubble 25.0 %, compute 20.0 % of 10.000 s; "
+        "busiest: nvme write port at 18.8 %"
+    )
