@@ -13,6 +13,7 @@ from tiersim.analysis.cost import costing, costing_of
 from tiersim.cli import main
 from tiersim.config.load import load_scenario
 from tiersim.core.errors import InputError
+from tiersim.frameworks.emit import emit
 from tiersim.plan.rank import binds
 from tiersim.report.cost import cost_comparison, cost_text, costing_dict
 
@@ -241,3 +242,21 @@ def test_a_plans_binds_line_gives_the_exposed_transfer_beside_the_busiest_port()
         "exposed transfer 40.0 %, pipeline bubble 25.0 %, compute 20.0 % of 10.000 s; "
         "busiest: nvme write port at 18.8 %"
     )
+
+
+def test_an_emitted_megatron_or_torchtitan_file_keeps_context_parallelism():
+    """Finding 9: `compare l70.yaml --set parallel.context=2 --emit megatron` wrote no
+    `--context-parallel-size`, headed the script "256 GPUs" for a 512-GPU layout and noted
+    "parallel.context: 2: not said by the megatron file (importing it gives 1)", though the
+    importer reads the flag (and torchtitan's `context_parallel_degree`). Data 2 x tensor 2 x
+    context 2 is 8 GPUs."""
+    model = {"layers": 2, "hidden": 256, "heads": 4, "ffn_hidden": 512, "vocab": 1000}
+    s = scenario(
+        {"name": "cp", "model": {**model, "position": "rope"}, "hardware": HW}
+        | {"parallel": {"data": 2, "tensor": 2, "context": 2}}
+    )
+    for kind, said in (("megatron", "--context-parallel-size 2"), ("torchtitan", "= 2")):
+        out = emit(s, kind)
+        assert "8 GPUs" in out.text.splitlines()[0 if kind == "torchtitan" else 1]
+        assert said in next(ln for ln in out.text.splitlines() if "context" in ln)
+        assert "parallel.context" not in {n.path for n in out.notes}
