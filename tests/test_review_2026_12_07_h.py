@@ -260,3 +260,23 @@ def test_an_emitted_megatron_or_torchtitan_file_keeps_context_parallelism():
         assert "8 GPUs" in out.text.splitlines()[0 if kind == "torchtitan" else 1]
         assert said in next(ln for ln in out.text.splitlines() if "context" in ln)
         assert "parallel.context" not in {n.path for n in out.notes}
+
+
+def test_a_missing_file_says_what_was_expected_and_where_it_was_looked_for(
+    tmp_path, capsys, monkeypatch
+):
+    """Finding 12: `run nothere.yaml` said "nothere.yaml: file not found", neither what was
+    expected nor where a relative path was looked for; `compare l70.yaml results/nothere`
+    (a mistyped results folder) said "file not found" of what may be a folder."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "s.yaml").write_text("name: s\nmodel: {preset: gpt2}\n")
+    assert main(["run", "nothere.yaml"]) == 2
+    where = tmp_path / "nothere.yaml"
+    assert capsys.readouterr().err == (
+        f"nothere.yaml: file not found (expected a YAML file at {where}) [E-FILE]\n"
+    )
+    assert main(["compare", "s.yaml", "results/nothere"]) == 2
+    assert capsys.readouterr().err.endswith(
+        "results/nothere: not found (expected a scenario file or a results folder, at "
+        f"{tmp_path / 'results' / 'nothere'}) [E-FILE]\n"
+    )
