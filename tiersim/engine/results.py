@@ -194,9 +194,10 @@ class StepResult:
     steady_state: str = field(default="full", metadata=figure(GIVEN))
     # with "full (no repetition found)": what broke it
     steady_state_why: str | None = field(default=None, metadata=figure(GIVEN))
-    # steps the step is the mean of: 2 where consecutive steps alternate (engine.alternating)
+    # steps the step is the mean of: 2 where consecutive steps alternate (engine.alternating);
+    # 1 with a why where a later step is reported, the steps settling after the measured one
     measured_steps: int = field(default=1, metadata=figure(GIVEN))
-    # with 2: which steps, and their lengths
+    # with 2, or a later step: which steps, and their lengths
     measured_steps_why: str | None = field(default=None, metadata=figure(GIVEN))
     # per run, where extrapolated
     micro_batches_simulated: tuple[int, ...] = field(default=(), metadata=figure(GIVEN))
