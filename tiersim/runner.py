@@ -87,7 +87,8 @@ def _simulated(res: Resolved, record: bool, inventory: Inventory | None) -> Step
 
         simulated = result.micro_batches_simulated[-1]
         trace = mark_extrapolated(trace, simulated, result.micro_batches, result.time_s)
-    if result.measured_steps > 1:  # the step traced is the first of the two the report's is
+    # the step traced is the one measured; the report's is a later one or the mean of two
+    if result.measured_steps_why is not None:
         why = {"reported_step_s": result.time_s, "measured_steps_why": result.measured_steps_why}
         trace = {**trace, "otherData": {**trace.get("otherData", {}), **why}}
     return dataclasses.replace(result, trace=trace)
