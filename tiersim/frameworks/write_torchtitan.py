@@ -114,6 +114,8 @@ def _parallelism(s: Scenario, notes: list[Problem]) -> dict[str, object]:
         "pipeline_parallel_degree": p.pipeline,
         "expert_parallel_degree": p.expert,
     }
+    if p.context > 1:  # torchtitan's world: dp_replicate x dp_shard x cp x tp x pp
+        out["context_parallel_degree"] = p.context
     if p.tensor > 1 and not p.sequence:
         why = (
             "false: torchtitan's tensor parallelism always shards the norms and the residual "
