@@ -20,6 +20,7 @@ from tiersim.config.deepspeed_notes import deepspeed_notes
 from tiersim.config.distributed_optimizer import distributed_optimizer_notes
 from tiersim.config.execution import execution_plan
 from tiersim.config.expert_notes import expert_notes
+from tiersim.config.failure_notes import failure_notes
 from tiersim.config.framework import offload_notes
 from tiersim.config.generic_model_notes import generic_model_notes
 from tiersim.config.hardware_notes import hardware_notes
@@ -141,6 +142,7 @@ def scenario_notes(scenario: Scenario) -> list[Problem]:
         + deepspeed_notes(scenario)
         + peak_notes(scenario)
         + cpu_rate_notes(scenario)
+        + failure_notes(scenario)
     )
 
 

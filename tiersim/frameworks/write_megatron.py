@@ -115,6 +115,8 @@ def write_megatron(s: Scenario) -> Emitted:
         f"--tensor-model-parallel-size {p.tensor}",
         f"--pipeline-model-parallel-size {p.pipeline}",
     ]
+    if p.context > 1:  # Megatron-LM's DP size is the world over TP x PP x CP
+        flags.append(f"--context-parallel-size {p.context}")
     if p.virtual_pipeline > 1:
         flags.append(f"--virtual-pipeline-model-parallel-size {p.virtual_pipeline}")
     flags += _stage_flags(s, notes)
