@@ -120,8 +120,6 @@ def write_megatron(s: Scenario) -> Emitted:
     if p.virtual_pipeline > 1:
         flags.append(f"--virtual-pipeline-model-parallel-size {p.virtual_pipeline}")
     flags += _stage_flags(s, notes)
-    if p.context > 1:  # Megatron-LM's --context-parallel-size, as the reader takes it
-        flags.append(f"--context-parallel-size {p.context}")
     if p.expert > 1:
         flags.append(f"--expert-model-parallel-size {p.expert}")
     flags += ["--sequence-parallel"] if p.sequence else []
