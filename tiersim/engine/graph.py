@@ -41,13 +41,16 @@ def ops_per_step(ops: list[Op], steps: int) -> list[int]:
 
 def _link_order(ops: list[Op], topo: Topology) -> list[list[int]]:
     """For `ordered` sharing: each transfer also waits for the previous transfer (in issue
-    order) on every link direction or network group it uses, so none overlap on a link."""
+    order) on every link direction or network channel it uses, so none overlap on a link. A
+    collective that moves no bytes (the wait for what of an overlapped all-to-all outlasts
+    the computation beside it, tiersim/workload/experts.py `overlapped`) holds no link: its
+    bytes flow in a transfer of their own, which takes its place in the queue."""
     last: dict[tuple, int] = {}
     extra: list[list[int]] = []
     for i, op in enumerate(ops):
         if op.kind is MOVE:
             keys = list(topo.route(op.src, op.dst, op.nbytes).links)
-        elif op.kind.network:
+        elif op.kind.network and op.nbytes:
             keys = [op.resource]
         else:
             keys = []
