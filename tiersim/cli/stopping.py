@@ -1,8 +1,9 @@
 """How the program stops on Ctrl-C (SIGINT) and SIGTERM: the same way, whenever one comes.
 
-Light on purpose (the standard library only): `tiersim.cli` imports it before the commands,
-so that a signal while they are imported (a few hundred milliseconds) already stops the
-program with its exit code and a line, not a traceback.
+Light on purpose (the standard library only, and `tiersim.core.stops`, itself so):
+`tiersim.cli` imports it before the commands, so that a signal while they are imported (a few
+hundred milliseconds) already stops the program with its exit code and a line, not a
+traceback.
 
 Each handler notes its stop (`tiersim.core.stops`) before it raises: where the exception is
 dropped (raised in a `__del__` or a collector's callback: "Exception ignored in ..."), the
