@@ -74,3 +74,18 @@ def test_the_engine_moves_each_all_to_all_once_on_a_split_layer(recompute, calls
     assert Counter(op.step for op in expert) == {0: 4 * 2 * 2}  # one op a layer pass
     assert sum(op.nbytes for op in expert) == per_step
     assert result.links["nvlink"].bytes_by_direction["expert"] == per_step
+
+
+def test_a_split_layers_overlapped_all_to_alls_once_too():
+    # parallel.overlap_expert_comm: the bytes flow beside the other pass (the `(overlapped)`
+    # flows), one a layer pass, 229,376 B in all as without the overlap; the waits for what
+    # outlasts the computation beside them move no bytes
+    raw = _split("none")
+    raw["parallel"]["overlap_expert_comm"] = True
+    told = _Told()
+    simulate(scenario(raw), recorder=told)
+    beside = [op for op in told.ops if op.subject == "expert" and "(overlapped)" in op.label]
+    assert len(beside) == 4 * 2 * 2
+    assert sum(op.nbytes for op in beside) == ONE * 4 * 4 * 2 == 229_376
+    waits = [op for op in told.ops if op.subject == "expert" and "(outlasting" in op.label]
+    assert len(waits) <= 4 * 2 * 2 and all(op.nbytes == 0 for op in waits)
