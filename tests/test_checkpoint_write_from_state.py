@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 
 from engine_helpers import scenario, tiny
-from invariant_checks import faster_scenario, interval_slower, merge
+from invariant_checks import MODEL, faster_scenario, interval_slower, merge
 
 from tiersim import api
 from tiersim.analysis.checkpoint import CheckpointCost, interval_to_steps
@@ -72,15 +72,7 @@ def test_an_interval_is_no_shorter_than_the_copies_span_from_the_first_snapshot(
 CASE_206 = {
     "name": "explore",
     "model": {
-        "layers": 4,
-        "hidden": 256,
-        "heads": 8,
-        "ffn_hidden": 1024,
-        "vocab": 1024,
-        "max_positions": 1024,
-        "norm": "rmsnorm",
-        "position": "rope",
-        "gated_mlp": True,
+        **MODEL,  # the explorations' tiny dense model (tests/invariant_checks.py)
         "experts": 4,
         "experts_per_token": 2,
         "shared_experts": 0,

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import pytest
 from engine_helpers import merge, scenario, tiny
+from invariant_checks import MODEL
 
 from tiersim.engine.core import run_engine
 from tiersim.engine.ops import Op, OpKind, Role, Schedule
@@ -52,15 +53,7 @@ def test_the_wait_for_an_all_to_alls_tail_queues_behind_no_transfer():
 MINIMAL = {
     "name": "a2a-sliver",
     "model": {
-        "layers": 4,
-        "hidden": 256,
-        "heads": 8,
-        "ffn_hidden": 1024,
-        "vocab": 1024,
-        "max_positions": 1024,
-        "norm": "rmsnorm",
-        "position": "rope",
-        "gated_mlp": True,
+        **MODEL,  # the explorations' tiny dense model (tests/invariant_checks.py)
         "experts": 4,
         "experts_per_token": 2,
     },
