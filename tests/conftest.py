@@ -52,33 +52,33 @@ SHARED_RUNS = {
 
 # The longest files, handed out first (longest first) so that no long file is left to run on
 # one worker while the other has finished: pytest-xdist's own order is by test count, which
-# put the long files with few tests (test_sweep_kill's 12, test_doc_shipped_figures's 15) last.
+# put the long files with few tests (test_sweep_kill's 12, test_library_noise's 2) last.
 # Seconds of CPU of their tests (setup, call, teardown, the processes they waited for;
 # test_golden's with test_run_cli's, test_doc_shipped_figures's with test_reliability_round2's)
-# in a `pytest -n 2 --dist loadfile` run of 0.19.0, 2026-12-07 09:53-10:23 UTC, load average
-# 0.5 rising to 11-18 on 2 cores, the shared drain run counted once: only their order matters
-# (docs/suite-time.md). A file not listed follows them, in pytest-xdist's order.
+# in a `pytest -n 2 --dist loadfile` run of 0.21.0, 2026-12-07 14:49-15:08 UTC, load average
+# 1 rising to 14 on 2 cores: only their order matters (docs/suite-time.md). A file not listed
+# follows them, in pytest-xdist's order.
 LONGEST = {
-    "test_fsdp2_step.py": 159,
-    "test_doc_shipped_figures.py": 45,
-    "test_steady.py": 23,
-    "test_golden.py": 19,
-    "test_sweep_kill.py": 16,
-    "test_muon_sharded.py": 16,
-    "test_checkpoint_fork.py": 14,
-    "test_wear.py": 11,
-    "test_step_measure.py": 10,
-    "test_adversarial_round2.py": 8,
-    "test_sweep_dask_failures.py": 6.5,
-    "test_library_noise.py": 6.5,
-    "test_sweep_dask.py": 5.7,
-    "test_layout.py": 5.5,
-    "test_checkpoint_apart.py": 5.3,
-    "test_plan_screening.py": 4.9,
-    "test_cost.py": 4.3,
-    "test_intervals.py": 4.3,
-    "test_sweep_early_signals.py": 4.2,
-    "test_schedule_sharing.py": 3.8,
+    "test_fsdp2_step.py": 195,
+    "test_steady.py": 28,
+    "test_golden.py": 27.5,
+    "test_muon_sharded.py": 20,
+    "test_sweep_kill.py": 19,
+    "test_wear.py": 15,
+    "test_step_measure.py": 12,
+    "test_doc_shipped_figures.py": 10,
+    "test_adversarial_round2.py": 9.7,
+    "test_checkpoint_fork.py": 8.6,
+    "test_sweep_dask_failures.py": 8.2,
+    "test_layout.py": 8.1,
+    "test_library_noise.py": 7.8,
+    "test_sweep_dask.py": 6.9,
+    "test_checkpoint_apart.py": 6.6,
+    "test_plan_screening.py": 6.2,
+    "test_plan.py": 5.8,
+    "test_sweep_early_signals.py": 5.5,
+    "test_cost.py": 5.3,
+    "test_sweep_run.py": 4.5,
 }
 
 

@@ -60,7 +60,9 @@ def test_without_a_budget_the_report_says_what_auto_wears():
     assert "runs out in 228.1 days, short of its 5-year warranty" in wear["note"]
     assert "set budget.nvme.lifetime" in wear["note"]
     table = step_tables(rep)
-    assert "\nAuto interval with no wear budget on nvme: at every 1 step nvme takes" in table
+    assert (
+        "\nAuto interval with no wear budget on nvme: checkpointing every step, nvme takes" in table
+    )
 
 
 def test_with_a_budget_auto_takes_the_shortest_interval_within_it():

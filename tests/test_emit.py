@@ -197,7 +197,10 @@ def test_megatron_writes_the_default_attention_kernel_since_its_own_default_is_f
 def test_what_a_format_cannot_say_is_noted(tmp_path):
     s = _scenario(tmp_path, MEGATRON)
     notes = {n.path: n.message for n in emit(s, "deepspeed").notes}
-    assert "tensor parallelism" in notes["parallel.tensor"]
+    assert "pipeline parallelism" in notes["parallel.pipeline"]
+    # tensor parallelism is written as AutoTP (tensor_parallel.autotp_size, review 2026-12-07-i):
+    # what does not come back is the sequence parallelism Megatron's TP had with it
+    assert "parallel.tensor" not in notes and "parallel.sequence" in notes
     assert notes["training.recompute"].startswith("selective")
     # and what the read-back finds different without a specific note
     assert "training.seq_len" in notes and "importing it gives null" in notes["training.seq_len"]

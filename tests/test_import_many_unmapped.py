@@ -31,12 +31,17 @@ def test_unmapped_settings_past_30_are_counted_in_one_note(tmp_path):
         f"note: {path}: zero_optimization.offload_optimizer.nvme_path: /n: taken as the "
         "hardware's nvme tier (the drive serving this GPU) [W-IMPORT-ASSUMED]"
     )
+    expected.append(  # a DeepSpeed config has no sequence length (review 2026-12-07-i)
+        "note: training.seq_len: no config gives it (a DeepSpeed config has no sequence "
+        "length): the scenario's default, the model's max_positions, else 2048 (expected "
+        "--set training.seq_len=N, the length the run trains at) [W-IMPORT-ASSUMED]"
+    )
     expected.append(
         f"note: {path}: ... and 70 more settings tiersim has no key for, from k30 on "
         "(the first 30 are listed) [W-IMPORT-UNMAPPED]"
     )
     assert err.getvalue().splitlines() == expected
     # the scenario's header says the same notes, each file named by its name alone
-    header = out.getvalue().splitlines()[2:34]
+    header = out.getvalue().splitlines()[2:35]
     named = [line.removeprefix("note: ").replace(str(path), "ds.json") for line in expected]
     assert header == [f"#   {line}" for line in named]

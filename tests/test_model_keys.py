@@ -322,6 +322,6 @@ def test_a_sequence_past_max_positions_with_rotary_positions_is_noted(cli):
     code, _, err = cli("inventory", path, "--set", "training.seq_len=8192")
     assert code == 0, err
     (note,) = [ln for ln in err.splitlines() if "[W-MODEL-LIMIT]" in ln]
-    assert note.startswith(f"note: {path}: training.seq_len: 8192 tokens is past the model's")
+    assert note.startswith(f"note: {path}: training.seq_len: 8,192 tokens is past the model's")
     code, _, err = cli("inventory", path, "--set", "training.seq_len=4096")
     assert "[W-MODEL-LIMIT]" not in err

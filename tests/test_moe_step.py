@@ -86,15 +86,22 @@ def test_an_all_to_all_inside_one_node_by_hand():
 
 def test_overlapped_all_to_alls_block_only_what_outlasts_the_other_pass():
     # Tiny layers compute for nanoseconds: the all-to-alls (hundreds of us) outlast them.
-    # Each pass's pair beside the other pass's computation of the layer: exposed = alone -
-    # the other pass's seconds; the computation slows by gpu.collective_sm_share (0.15)
-    # x the time the communication runs beside it (all of it: the computation is shorter)
+    # Each pass's pair beside the other pass's computation of the layer, waited for at that
+    # computation's end (issue 39): after the forward, the backward pair's alone - the
+    # forward's seconds, after the backward the forward pair's alone - the backward's; the
+    # waits move no bytes, the flows beside carry both pairs whole. The computation slows
+    # by gpu.collective_sm_share (0.15) x the time the communication runs beside it (all
+    # of it: the computation is shorter)
     plain = build_workload(resolve(scenario(_two_nodes()))).units[1]
     r = resolve(scenario(_two_nodes(overlap_expert_comm=True)))
     u = build_workload(r).units[1]
     pair = 2 * all_to_all_s(r, r.model)
-    assert alone_s(r, u.ep_forward) == pytest.approx(pair - plain.backward_s, rel=1e-9)
-    assert alone_s(r, u.ep_backward) == pytest.approx(pair - plain.forward_s, rel=1e-9)
+    assert alone_s(r, u.ep_forward) == pytest.approx(pair - plain.forward_s, rel=1e-9)
+    assert alone_s(r, u.ep_backward) == pytest.approx(pair - plain.backward_s, rel=1e-9)
+    assert u.ep_forward.nbytes == u.ep_backward.nbytes == 0
+    # 8,192 B routed a call at imbalance 1, 8/16 of it over the network
+    # (test_an_all_to_all_over_two_nodes_by_hand), two calls a pass
+    assert u.ep_forward_hidden.nbytes == u.ep_backward_hidden.nbytes == 2 * 8_192 * 8 / 16
     assert u.forward_s == pytest.approx(plain.forward_s * 1.15, rel=1e-12)
     assert u.backward_s == pytest.approx(plain.backward_s * 1.15, rel=1e-12)
 

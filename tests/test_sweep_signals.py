@@ -114,7 +114,10 @@ def test_a_stop_taken_ignores_further_ones_only_in_the_program_itself():
     try:
         with sigterm_raises(then_ignore=False):
             stop_taken()
-            assert signal.getsignal(signal.SIGINT) is saved[signal.SIGINT]
+            with pytest.raises(KeyboardInterrupt):  # not ignored: Ctrl-C still raises
+                signal.raise_signal(signal.SIGINT)
+        assert signal.getsignal(signal.SIGINT) is saved[signal.SIGINT]  # the caller's, back
+        assert signal.getsignal(signal.SIGTERM) is saved[signal.SIGTERM]
         with sigterm_raises(then_ignore=True):
             stop_taken()
             assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN

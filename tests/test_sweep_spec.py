@@ -222,7 +222,8 @@ def test_missing_base_and_nothing_to_sweep(tmp_path):
     assert found["base"].startswith("required key is missing")
     assert found[""] == "nothing to sweep: give 'grid' and/or 'zip'"
     path.write_text("base: nowhere.yaml\ngrid: {parallel.data: [1]}\n")
-    assert problems(path)["base"] == f"{tmp_path / 'nowhere.yaml'}: file not found (line 1)"
+    missing = f"{tmp_path / 'nowhere.yaml'}: file not found (expected a YAML file) (line 1)"
+    assert problems(path)["base"] == missing
 
 
 def test_budget_entries_are_tier_names_checked_when_points_are_built(tmp_path):

@@ -20,6 +20,7 @@ from tiersim.config.deepspeed_notes import deepspeed_notes
 from tiersim.config.distributed_optimizer import distributed_optimizer_notes
 from tiersim.config.execution import execution_plan
 from tiersim.config.expert_notes import expert_notes
+from tiersim.config.failure_notes import failure_notes
 from tiersim.config.framework import offload_notes
 from tiersim.config.generic_model_notes import generic_model_notes
 from tiersim.config.hardware_notes import hardware_notes
@@ -86,7 +87,8 @@ def _simulated(res: Resolved, record: bool, inventory: Inventory | None) -> Step
 
         simulated = result.micro_batches_simulated[-1]
         trace = mark_extrapolated(trace, simulated, result.micro_batches, result.time_s)
-    if result.measured_steps > 1:  # the step traced is the first of the two the report's is
+    # the step traced is the one measured; the report's is a later one or the mean of two
+    if result.measured_steps_why is not None:
         why = {"reported_step_s": result.time_s, "measured_steps_why": result.measured_steps_why}
         trace = {**trace, "otherData": {**trace.get("otherData", {}), **why}}
     return dataclasses.replace(result, trace=trace)
@@ -140,6 +142,7 @@ def scenario_notes(scenario: Scenario) -> list[Problem]:
         + deepspeed_notes(scenario)
         + peak_notes(scenario)
         + cpu_rate_notes(scenario)
+        + failure_notes(scenario)
     )
 
 

@@ -17,10 +17,17 @@ dumps", Future Generation Computer Systems 22(3), doi:10.1016/j.future.2004.11.0
       T_w = M·e^(R/M)·(e^((tau + delta)/M) - 1)·T_s / tau,
   so goodput (useful, recoverable training time over wall time) = tau / (M·e^(R/M)·(e^((tau +
   delta)/M) - 1)); with no failures it is tau / (tau + delta).
-- Async drain lag: a snapshot becomes durable only `write_s - stall_s` after it is taken. A
-  failure during that window (probability lag / (tau + delta), failure time uniform) falls back
-  one more interval (tau + delta), so each failure loses `lag` more work on average; we add it
-  to R. A blocking checkpoint has none: it is durable when training resumes.
+- Async drain lag: `write_s` runs from the moment the state a checkpoint saves is fixed (E:
+  its step's update over) to its last byte durable (D); the stall delta is training time it
+  costs, and training goes on at E + delta, where Daly's segment begins. It is durable only
+  lag = D - (E + delta) = `write_s - stall_s` after that. A failure at a time t uniform over
+  the segments falls back to the last checkpoint durable by t: work since its E (less the
+  stall, which is not done again), on average the segment's (tau + delta)/2 plus lag (lag
+  may exceed a segment: it falls back more than one), so each failure loses `lag` more
+  work on average; we add it to R. Timed from a snapshot's first copy instead (which may
+  begin before E, a unit updated early) the lag would grow where a faster tier only began
+  a snapshot sooner (docs/invariants.md). A blocking checkpoint has none: it is durable
+  when training resumes.
 - Optimal interval: Young 1974 (CACM 17(9)), tau = sqrt(2·delta·M); Daly 2006:
       tau = sqrt(2·delta·M)·[1 + (1/3)·sqrt(delta/(2M)) + (1/9)·(delta/(2M))] - delta  (delta < 2M)
       tau = M                                                                         (delta >= 2M)
@@ -216,13 +223,16 @@ class CheckpointCost:
     """One checkpoint as the engine measured it (per GPU), and the scenario's restart cost."""
 
     bytes: float
-    write_s: float  # until the copy is durable
+    write_s: float  # from its state fixed (its step's update over) until the copy is durable
     stall_s: float  # training time lost to it (blocking: write_s)
     read_back_s: float  # reading it back to where each class lives
     restart_s: float
     # snapshot-then-drain: durable only once drained, after training has resumed; a blocking
     # checkpoint is durable when training resumes, so it has no drain lag
     drains: bool = True
+    # from its first copy's start to its last byte durable (None: `write_s`); an async
+    # snapshot of a unit updated early begins before the state is fixed
+    span_s: float | None = None
 
     @classmethod
     def of_run(cls, run: CheckpointRun, mode: str) -> CheckpointCost:
@@ -234,11 +244,22 @@ class CheckpointCost:
             run.read_back_s,
             run.restart_s,
             drains=mode == "async",
+            span_s=run.span_s,
         )
 
     @property
     def drain_lag_s(self) -> float:
+        """How long after training resumes the state saved is still not durable: what a
+        failure then loses besides (module docstring)."""
         return max(self.write_s - self.stall_s, 0.0) if self.drains else 0.0
+
+    @property
+    def drain_s(self) -> float:
+        """How long after training resumes its copies still drain, from the first: the next
+        checkpoint's first snapshot, an interval after this one's, would wait for them, so no
+        interval is shorter (`interval_to_steps`)."""
+        span = self.write_s if self.span_s is None else self.span_s
+        return max(span - self.stall_s, 0.0) if self.drains else 0.0
 
 
 def _goodput_at(steps: int, step_s: float, cost: CheckpointCost, mtbf_s: float | None) -> float:
@@ -252,7 +273,7 @@ def interval_to_steps(
 ) -> int:
     """Whole steps nearest an interval in seconds: floor or ceiling, whichever has the higher
     goodput; never shorter than the drain, so one snapshot is durable before the next."""
-    least = max(1, math.ceil(cost.drain_lag_s / step_s))
+    least = max(1, math.ceil(cost.drain_s / step_s))
     low = max(least, math.floor(interval_s / step_s))
     return max((low, low + 1), key=lambda n: (_goodput_at(n, step_s, cost, mtbf_s), -n))
 

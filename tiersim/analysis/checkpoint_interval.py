@@ -49,7 +49,7 @@ def resolve_interval(
     if bound and max(bound)[0] > daly:
         floor, tier = max(bound)
         return floor, "wear budget", tier
-    return daly, "drain" if optimum_s < cost.drain_lag_s else "daly", None
+    return daly, "drain" if optimum_s < cost.drain_s else "daly", None
 
 
 def budget_interval(

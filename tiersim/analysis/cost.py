@@ -5,11 +5,16 @@ goodput); no I/O. Prices are the scenario's: `hardware.price_per_gpu_hour` (one 
 share of the host, an hour) and `hardware.tiers.<tier>.price_per_gb` (capital per decimal GB),
 written off over `hardware.amortization` (default 5 years, assumed).
 
-Per GPU and hour:
+Per GPU and hour trained:
     tier capital  = price_per_gb x capacity / 1e9
     replaced every  min(amortization, the tier's wear lifetime)  (flash bought again as it
                     wears out: its P/E cycles or its drive's rated bytes, whichever first)
-    tier cost/h   = capital / (that period in hours)
+    day share     = budget.steps_per_day / the steps a day the step allows back to back
+                    (at most 1; 1 without a steps_per_day: training 24/7)
+    tier cost/h   = capital / (that period in hours x day share): the capital is bought for
+                    the calendar (its wear lifetime is in days at budget.steps_per_day) and
+                    falls on the hours trained, so a tier worn out after N steps costs
+                    capital / N a step whatever the pace
     cost/h        = price_per_gpu_hour + the tiers' cost/h
     cost per 1M tokens = GPUs x cost/h / (goodput tokens/s x 3,600) x 1e6
 A tier the run neither holds state on nor moves bytes through is not counted as bought (the
@@ -21,6 +26,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from tiersim.config.mesh import Mesh
 from tiersim.config.schema import Scenario
 from tiersim.core.records import record
 from tiersim.core.units import DAY_S, YEAR_S
@@ -40,6 +46,7 @@ class TierCost:
     capacity_bytes: float
     lifetime_s: float  # the tier's wear lifetime (inf: it does not wear)
     amortization_s: float
+    day_share: float = 1.0  # the share of each day spent training (`training_share_of_day`)
 
     @property
     def capital(self) -> float:
@@ -55,7 +62,8 @@ class TierCost:
 
     @property
     def per_gpu_hour(self) -> float:
-        return self.capital / (self.replaced_every_s / HOUR_S)
+        """Per GPU and hour trained."""
+        return self.capital / (self.replaced_every_s / HOUR_S * self.day_share)
 
 
 @record
@@ -80,7 +88,10 @@ class Costing:
 
 
 def job_gpus(s: Scenario) -> int:
-    return s.parallel.data * s.parallel.tensor * s.parallel.pipeline
+    """The job's GPUs, the mesh's world: data x tensor x pipeline x context (the plan's
+    `costs_of` takes the same; without context a context-parallel run was priced at 1/c of
+    its GPUs)."""
+    return Mesh.of(s.parallel).world
 
 
 def goodput_tokens_per_s(report: dict[str, Any]) -> float:
@@ -94,6 +105,17 @@ def wear_lifetime_s(report: dict[str, Any], tier: str) -> float:
     w = (report.get("wear") or {}).get(tier) or {}
     days = [d for d in (w.get("lifetime_days"), w.get("rated_lifetime_days")) if d is not None]
     return min(days) * DAY_S if days else math.inf
+
+
+def training_share_of_day(report: dict[str, Any]) -> float:
+    """The share of each day spent training: the wear section's steps a day (its
+    budget.steps_per_day) over the steps the simulated step allows back to back, at most 1;
+    1 where no tier reports wear."""
+    for w in (report.get("wear") or {}).values():
+        given, possible = w.get("steps_per_day"), w.get("steps_per_day_possible")
+        if given and possible:
+            return min(1.0, given / possible)
+    return 1.0
 
 
 def used(report: dict[str, Any], tier: str) -> bool:
@@ -130,7 +152,7 @@ def costing_of(
     report: dict[str, Any],
 ) -> Costing:
     """`costing` from the prices themselves (a plan's candidates carry them, not a scenario)."""
-    amortization = amortization_s or DEFAULT_AMORTIZATION_S
+    amortization, share = amortization_s or DEFAULT_AMORTIZATION_S, training_share_of_day(report)
     tiers = {
         name: TierCost(
             name,
@@ -138,6 +160,7 @@ def costing_of(
             report["tiers"][name]["capacity_bytes"],
             wear_lifetime_s(report, name),
             amortization,
+            share,
         )
         for name, price in prices.items()
         if name in report["tiers"] and used(report, name)
@@ -153,7 +176,8 @@ def price_per_gb_to_match(c: Costing, tier: str, per_million_tokens: float) -> f
         return None
     budget_per_gpu_hour = per_million_tokens / 1e6 * c.goodput_tokens_per_s * HOUR_S / c.gpus
     rest = c.per_gpu_hour - t.per_gpu_hour
-    per_gb_hour = t.capacity_bytes / 1e9 / (t.replaced_every_s / HOUR_S)  # per (price per GB)
+    # per (price per GB) and hour trained
+    per_gb_hour = t.capacity_bytes / 1e9 / (t.replaced_every_s / HOUR_S * t.day_share)
     price = (budget_per_gpu_hour - rest) / per_gb_hour
     return price if price >= 0 else None
 
@@ -169,5 +193,5 @@ def lifetime_to_match(c: Costing, tier: str, per_million_tokens: float) -> float
     allowed -= c.per_gpu_hour - t.per_gpu_hour  # what the tier may cost an hour
     if allowed <= 0:
         return None
-    life_s = t.capital / allowed * HOUR_S
+    life_s = t.capital / (allowed * t.day_share) * HOUR_S  # capital / (life x day share)
     return life_s if life_s <= t.amortization_s else None

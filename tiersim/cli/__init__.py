@@ -21,6 +21,7 @@ from tiersim.cli.stopping import (
     stop_taken,
 )
 from tiersim.cli.suggesting import SuggestingParser
+from tiersim.core import stops
 from tiersim.core.errors import BUG_REPORT, BugFound, InfeasibleError, InputError, one_line
 from tiersim.core.open_lines import end_open_lines
 
@@ -107,7 +108,7 @@ def main(argv: list[str] | None = None) -> int:
     _escape_what_cannot_be_shown()
     try:
         with sigterm_raises(then_ignore=argv is None):
-            code = _run_command(argv)
+            code = _stoppable(argv)
             sys.stdout.flush()  # what is left in the buffer fails here, inside main, if it must
             return code
     except InputError as exc:
@@ -167,6 +168,21 @@ def _escape_what_cannot_be_shown() -> None:
                 reconfigure(errors="backslashreplace")
 
 
+def _stoppable(argv: list[str] | None) -> int:
+    """`_run_command(argv)`, and a stop (Ctrl-C, SIGTERM) whose exception was dropped or
+    turned into another raised as itself (see `tiersim.core.stops`): where it was raised in
+    a `__del__` or a collector's callback (dropped: "Exception ignored in ..."), or in
+    pydantic's building of a model (a SchemaError: pydantic-core wraps whatever the Python it
+    calls raises), or once the command had done its work."""
+    try:
+        code = _run_command(argv)
+    except Exception:
+        stops.check()  # the stop, not what its exception became
+        raise
+    stops.check()
+    return code
+
+
 def _run_command(argv: list[str] | None) -> int:
     """Parse `argv` (the commands are imported here, inside `main`'s handling of signals)
     and run its command."""
@@ -182,6 +198,7 @@ def _run_command(argv: list[str] | None) -> int:
         shown = " ".join(a if len(a) <= 80 else f"{a[:77]}..." for a in unknown[:5])
         more = f" (and {len(unknown) - 5} more)" if len(unknown) > 5 else ""
         command.error(f"unrecognized arguments: {shown}{more}")
+    stops.check()  # the commands are imported: a stop dropped meanwhile stops it here
     handler: Callable[[argparse.Namespace], int] = args.handler
     return handler(args)
 

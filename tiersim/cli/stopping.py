@@ -1,8 +1,13 @@
 """How the program stops on Ctrl-C (SIGINT) and SIGTERM: the same way, whenever one comes.
 
-Light on purpose (the standard library only): `tiersim.cli` imports it before the commands,
-so that a signal while they are imported (a few hundred milliseconds) already stops the
-program with its exit code and a line, not a traceback.
+Light on purpose (the standard library only, and `tiersim.core.stops`, itself so):
+`tiersim.cli` imports it before the commands, so that a signal while they are imported (a few
+hundred milliseconds) already stops the program with its exit code and a line, not a
+traceback.
+
+Each handler notes its stop (`tiersim.core.stops`) before it raises: where the exception is
+dropped (raised in a `__del__` or a collector's callback: "Exception ignored in ..."), the
+command's next `stops.check` raises it again, so no stop is lost.
 """
 
 from __future__ import annotations
@@ -11,6 +16,8 @@ import contextlib
 import signal
 import threading
 from collections.abc import Iterator
+
+from tiersim.core import stops
 
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, as shells report a command Ctrl-C stopped
 EXIT_TERMINATED = 143  # 128 + SIGTERM, as shells report a command SIGTERM ended
@@ -27,7 +34,14 @@ _PROGRAM = [False]  # the program itself runs (not a caller's in-process `main([
 
 
 def _raise_terminated(signum: int, frame: object) -> None:
+    stops.ask(Terminated)  # first: the exception may be dropped where it is raised
     raise Terminated()
+
+
+def _raise_interrupted(signum: int, frame: object) -> None:
+    """Ctrl-C, as Python's own handler (KeyboardInterrupt), noted first as SIGTERM is."""
+    stops.ask(KeyboardInterrupt)
+    raise KeyboardInterrupt()
 
 
 @contextlib.contextmanager
@@ -42,14 +56,21 @@ def sigterm_raises(then_ignore: bool = False) -> Iterator[None]:
         yield
         return
     _PROGRAM[0] = then_ignore
+    stops.taken()  # a stop noted before this command is not this command's
     previous = signal.signal(signal.SIGTERM, _raise_terminated)
+    ctrl_c = signal.getsignal(signal.SIGINT) is signal.default_int_handler  # not ignored
     try:
+        if ctrl_c:
+            signal.signal(signal.SIGINT, _raise_interrupted)
         yield
     finally:
         if then_ignore:
             ignore_stops()
         else:  # None: a handler not set from Python, which cannot be put back from here
             signal.signal(signal.SIGTERM, signal.SIG_DFL if previous is None else previous)
+            if ctrl_c:
+                signal.signal(signal.SIGINT, signal.default_int_handler)
+            stops.taken()  # the caller's process goes on: nothing of this command's left
 
 
 def ignore_stops() -> None:
@@ -73,6 +94,8 @@ def stop_taken() -> None:
     """A Ctrl-C or SIGTERM is being handled (the command's work is over): in the program
     itself, ignore any further one from here on. A second signal a few milliseconds after the
     first would only cut short the line that says how it stopped, or land in a garbage
-    collector's callback ("Exception ignored ... KeyboardInterrupt")."""
+    collector's callback ("Exception ignored ... KeyboardInterrupt"). The stop is taken: its
+    note is forgotten (`stops`)."""
+    stops.taken()
     if _PROGRAM[0]:
         ignore_stops()

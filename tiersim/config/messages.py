@@ -288,6 +288,13 @@ def _whole_number_as_text(err: dict[str, Any]) -> str:
     (PyYAML) reads a number with an exponent as a float only with a dot and a signed exponent
     (1.0e+3), else as a string, which an integer field refuses (a float field parses it)."""
     value = err.get("input")
+    short = re.fullmatch(SHORTHAND, value) if isinstance(value, str) else None
+    if short:  # `seq_len: 8k`: 8,192 to some, 8,000 to others; tiersim guesses neither
+        n, scale = float(short[1]), short[2].lower()
+        ways = {"k": (1024, 1000), "m": (2**20, 10**6), "b": (10**9,)}[scale]
+        return f"; {value.strip()} is not read as a count: write it out, e.g. " + " or ".join(
+            str(int(n * w)) for w in ways
+        )
     if isinstance(value, str) and value.strip().isascii() and value.strip().lstrip("+-").isdigit():
         # "4096" in quotes: the digits are right, the quotes make it text
         return f"; in quotes YAML reads {value.strip()} as text: write it without them"
@@ -328,6 +335,8 @@ def _code(err: dict[str, Any]) -> str:
 # another program's settings) took 18 s of CPU and printed 76,000 lines; its author fixes the
 # first few and validates again (as tiersim.sweep.check lists a sweep's problems)
 MAX_LISTED = 30
+SHORTHAND = r"\s*(\d+(?:\.\d+)?)\s*([kKmMbB])\s*"  # 8k, 1.5M, 7B: a count abbreviated
+SCALAR = r"valid (string|integer|number)\b"  # a type error where one value is expected
 
 
 def validation_problems(exc: ValidationError) -> list[Problem]:
@@ -352,6 +361,10 @@ def validation_problems(exc: ValidationError) -> list[Problem]:
         if "valid string" in text and isinstance(err.get("input"), (datetime.date, datetime.time)):
             # `name: 2026-12-07` is a date to YAML 1.1, not the text it looks like
             text += "; unquoted, YAML reads it as a date: put it in quotes"
+        if isinstance(err.get("input"), list) and re.search(SCALAR, text):
+            # a value listed as the choices it may take: that is a plan: section's value
+            text += "; one value here: to search several, list them in a plan: section (plan: "
+            text += f"{{{key}: [...]}}) or a sweep file's grid"
         if text not in by_path.setdefault(key, []):
             by_path[key].append(text)
     listed = [

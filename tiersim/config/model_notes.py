@@ -78,7 +78,7 @@ def _sequence_notes(scenario: Scenario) -> list[Problem]:
     if spec.position != "rope":
         return []
     why = (
-        f"{seq} tokens is past the model's max_positions {spec.max_positions} (rotary "
+        f"{seq:,} tokens is past the model's max_positions {spec.max_positions:,} (rotary "
         "positions run there, as context extension does; the memory and time are counted)"
     )
     return [Problem("training.seq_len", why, "W-MODEL-LIMIT")]

@@ -366,8 +366,11 @@ def read_yaml_and_text(path: Path, source: str) -> tuple[Any, str]:
     except FileProblem as exc:
         hint = f"; {limits.YAML_BYTES.env} raises the bound" if "larger" in str(exc) else ""
         raise InputError(source, [Problem("", f"{exc}{hint}", "E-FILE")]) from None
-    except FileNotFoundError:
-        raise InputError(source, [Problem("", "file not found", "E-FILE")]) from None
+    except FileNotFoundError:  # where a relative path was looked for, said
+        where = str(path.absolute())
+        at = "" if where == source else f" at {where}"
+        why = f"file not found (expected a YAML file{at})"
+        raise InputError(source, [Problem("", why, "E-FILE")]) from None
     except (OSError, ValueError) as exc:  # ValueError: a NUL byte in the path
         why = getattr(exc, "strerror", None) or exc
         raise InputError(source, [Problem("", f"cannot read: {why}", "E-FILE")]) from None

@@ -80,6 +80,8 @@ CODES: dict[str, str] = {
     "the framework refuses outright is an E-CONFLICT)",
     "W-EMIT-APPROXIMATE": "a scenario setting the framework written for has no exact "
     "counterpart for (written approximately, or left out)",
+    "W-GPU-COUNT": "failures.gpus differs from the GPUs the parallel layout runs: the job's "
+    "MTBF is gpu_mtbf over the count given",
     "W-ONE-PRICE": "one hardware.price_per_gpu_hour for different GPUs (a cost plan over "
     "machines, a compare of two): their GPU-hours are priced alike",
 }

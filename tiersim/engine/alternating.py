@@ -19,6 +19,16 @@ parts fill the two windows: 8.474988 ms in that case, its parts to 4e-16. Where 
 the step does not alternate and the one step's figures stand. A sample that alternates is
 not extrapolated as if its steps repeated (tiersim.engine.simulate refuses it: `NoRepetition`).
 
+Where the two agree the steps may not have settled yet: seed 43 case 64 (FSDP ZeRO-3,
+`pipeline: 2` with stages of 3 and 1 layers, the pipelined update writing the master back
+to HBF) runs steps 1 to 3 of 283.839 us, their parts 279.666 us, and step 4 of 282.549 us,
+its parts filling it. So the steps are measured on, a run one step longer each, until a
+step's parts fill it (that step reported: `settle`) or two that alternate fill theirs, at
+most `SETTLE_RUNS` runs; at the bound the first two that alternate are reported, else the
+last step, the report saying so (`sim.measured_steps_why`). With a checkpoint the run as
+configured is run again with that step's warm-up steps (`warmed_up`: tiersim.engine.simulate),
+so that the checkpoint is measured after the step reported.
+
 Where the alternation does not decay the mean is the period: ZeRO-Infinity with the CPU
 updating a step late (tests/fixtures/alternating-steps-zero-infinity.yaml) runs steps of
 5.8434 and 5.9467 ms for good, reported 5.8951 ms (5.8434 over one step).
@@ -48,6 +58,11 @@ from tiersim.state.resolved import Resolved
 # or to the round-off of the run's clock (steady.round_off) where that is larger
 PARTS_REL = 1e-9
 MEASURED = 2  # steps a step that alternates is measured over
+# the most runs, each one step longer, that measure the steps after a step whose sign fires
+# (`measured_over_two`): seed 43 case 64 of benchmarks/explore_wide.py settles in 3 (its
+# steps 1 to 3 unfilled, step 4 filled); the bound keeps a step that never settles from
+# costing more than about SETTLE_RUNS runs of its length again
+SETTLE_RUNS = 4
 
 
 def gap(res: Resolved, r: StepResult) -> float:
@@ -102,20 +117,95 @@ def alternate(lengths: tuple[float, float], events: int, clock_s: float) -> bool
 def measured_over_two(
     res: Resolved, setup: RunSetup, run: Callable, steps: int, measured: int, first: StepResult
 ) -> StepResult | None:
-    """The step `first` (step `measured` of a run of `steps` steps) measured over two, where
-    its parts do not fill it (`unfilled`) or a tier port's bytes overfill it (`overdrawn`)
-    and, in a run one step longer (`run`:
-    tiersim.engine.runs.Runs), it and the step after it alternate (`over_two`); else None."""
+    """The step `first` (step `measured` of a run of `steps` steps) measured again where its
+    parts do not fill it (`unfilled`) or a tier port's bytes overfill it (`overdrawn`): in
+    runs one step longer each (`run`: tiersim.engine.runs.Runs), at most `SETTLE_RUNS`, until
+    a step and the step after it alternate with parts filling both (their mean, `settle`)
+    or the step after it has parts that fill it (`settled`). At the bound, the first two
+    that alternate, their mean (as where the alternation decays: its period more nearly
+    than one step), else the last step measured, saying so. None where no sign fires or no
+    longer run is within the limit."""
     signs = unfilled(res, first, measured) or overdrawn(res, first, measured)
-    if not signs or not _within_limit(res, setup, steps + 1):
+    if not signs:
         return None
-    _, engine, log, wall = run(res, setup, steps + 1)
+    events, wall, last, pair = first.events, first.wall_s, None, None
+    for longer in range(steps + 1, steps + 1 + SETTLE_RUNS):
+        if not _within_limit(res, setup, longer):
+            break
+        one = _steps_of(res, setup, run(res, setup, longer))
+        step = measured + longer - steps - 1  # the step measured in the run before this one
+        found, last, mean = settle(res, one, step, longer, (measured, first.time_s))
+        events, wall, pair = events + last.events, wall + last.wall_s, pair or mean
+        if found is not None:
+            return replaced(found, events=events, wall_s=wall)
+    if last is None:  # no longer run within simulation.max_layer_passes: measured over one
+        return None
+    k = measured + last.steps_simulated - steps  # the last step measured
+    words = unsettled(first, measured, pair or last, k, pair is not None)
+    return replaced(pair or last, events=events, wall_s=wall, measured_steps_why=words)
+
+
+def _steps_of(res: Resolved, setup: RunSetup, ran: tuple) -> Measure:
+    """What measures a step of a finished run (`ran`: tiersim.engine.runs.Runs'), and the
+    time any link is busy in it."""
+    _, engine, log, wall = ran
     tokens, m = setup.wl.tokens_per_step, res.execution.training.grad_accumulation
 
     def one(step: int) -> tuple[StepResult, float]:
         return measure(engine, step, tokens, m, wall), steady.any_link_s(engine, log, step)
 
-    return over_two(first, one, measured, steps + 1)
+    return one
+
+
+def settle(res: Resolved, one: Measure, step: int, steps: int, since: tuple[int, float]) -> tuple:
+    """Step `step` and the one after it, of a run of `steps` steps (`one` measures a step;
+    `since`: the step first measured and its length, for the report's words): the step to
+    report, the step after as measured and the two's mean where they alternate (each with
+    `steps_simulated` the run's). The step to report: their mean where they alternate and
+    its parts fill it; else the step after where its parts fill it (and no port overfills
+    it): the steps have settled; else None."""
+    a, b = one(step), one(step + 1)
+    after = replaced(b[0], steps_simulated=steps)
+    clock, mean = a[0].time_s * steps, None
+    if alternate((a[0].time_s, b[0].time_s), a[0].events, clock):
+        mean = replaced(
+            mean_of(a, b),
+            steps_simulated=steps,
+            measured_steps=MEASURED,
+            measured_steps_why=why(a[0].time_s, b[0].time_s, step),
+        )
+        if not unfilled(res, mean, step):
+            return mean, after, mean
+    if unfilled(res, after, step + 1) or overdrawn(res, after, step + 1):
+        return None, after, mean
+    return replaced(after, measured_steps_why=settled(since, step + 1, b[0].time_s)), after, mean
+
+
+def later_step(res: Resolved, two: StepResult | None, measured: int) -> int | None:
+    """The step `measured_over_two`'s result `two` is measured at (the first of two that
+    alternate), where that is after `measured` and its parts fill it; else None (the step
+    measured, or the bound reached: no step later that fills)."""
+    if two is None:
+        return None
+    step = two.steps_simulated - (3 if two.measured_steps == MEASURED else 2)
+    return step if step > measured and not unfilled(res, two, step) else None
+
+
+def warmed_up(res: Resolved, step: int) -> Resolved:
+    """`res` with `step` warm-up steps: where the steps settle at `step` (`later_step`) and a
+    checkpoint is simulated, the run as configured is run again so (tiersim.engine.simulate
+    `_simulate`), the checkpoint then measured after the step reported (the plain step the
+    same, from the same runs)."""
+    simulation = res.execution.simulation.model_copy(update={"warmup_steps": step})
+    return replaced(res, execution=replaced(res.execution, simulation=simulation))
+
+
+def with_cost(two: StepResult, again: StepResult) -> StepResult:
+    """The run `again` with `warmed_up` steps, with the earlier runs' cost (`two`) added and
+    the words of why its step is reported."""
+    why = again.measured_steps_why or two.measured_steps_why
+    events, wall_s = two.events + again.events, two.wall_s + again.wall_s
+    return replaced(again, measured_steps_why=why, events=events, wall_s=wall_s)
 
 
 def _within_limit(res: Resolved, setup: RunSetup, steps: int) -> bool:
@@ -127,9 +217,10 @@ def _within_limit(res: Resolved, setup: RunSetup, steps: int) -> bool:
 
 
 def refused(two: StepResult | None) -> steady.NoRepetition | None:
-    """Why a sample whose steps alternate (`two`: `measured_over_two`'s) is not extrapolated:
-    its micro-batches' growth would be one of two steps', as if each step repeated the one
-    before; None where they do not alternate."""
+    """Why a sample whose steps alternate or settle only after it (`two`:
+    `measured_over_two`'s) is not extrapolated: its micro-batches' growth would be one of two
+    steps', or a step's before its steps settle, as if each step repeated the one before;
+    None where the step measured stands."""
     if two is None:
         return None
     why = f"{two.measured_steps_why}; not grown as if each step repeated the one before"
@@ -137,26 +228,6 @@ def refused(two: StepResult | None) -> steady.NoRepetition | None:
 
 
 Measure = Callable[[int], tuple[StepResult, float]]  # a step's result and its link time
-
-
-def over_two(first: StepResult, measure: Measure, measured: int, steps: int) -> StepResult | None:
-    """The step measured over `measured` and the step after it (`measure`: of the run one
-    step longer, `steps` steps), their mean, where their lengths alternate; None where they
-    agree (the one step stands). `first`: the step measured in the shorter run (its cost
-    is added to the longer run's)."""
-    a, link_a = measure(measured)
-    b, link_b = measure(measured + 1)
-    clock = a.time_s * steps
-    if not alternate((a.time_s, b.time_s), a.events, clock):
-        return None
-    return replaced(
-        mean_of((a, link_a), (b, link_b)),
-        events=first.events + a.events,
-        wall_s=first.wall_s + a.wall_s,
-        steps_simulated=steps,
-        measured_steps=MEASURED,
-        measured_steps_why=why(a.time_s, b.time_s, measured),
-    )
 
 
 def mean_of(a: tuple[StepResult, float], b: tuple[StepResult, float]) -> StepResult:
@@ -188,4 +259,31 @@ def why(a: float, b: float, measured: int) -> str:
     return (
         f"steps {measured} and {measured + 1} alternate ({a * 1e3:.6g} and {b * 1e3:.6g} ms): "
         f"the step is their mean over both, {(a + b) / 2 * 1e3:.6g} ms"
+    )
+
+
+def settled(since: tuple[int, float], step: int, length: float) -> str:
+    """The report's words where a later step's parts fill it: which step, how long."""
+    first, first_s = since
+    return (
+        f"the parts of step {first} ({first_s * 1e3:.6g} ms) do not fill it; step {step} is "
+        f"the first after it whose parts do ({length * 1e3:.6g} ms): its steps have settled "
+        "and it is reported"
+    )
+
+
+def unsettled(first: StepResult, at: int, reported: StepResult, last: int, pair: bool) -> str:
+    """The report's words where no step after step `at` (`first`) up to step `last`, the
+    bound (`SETTLE_RUNS`), fills its parts: the first two that alternate reported (`pair`),
+    their mean, else the last step."""
+    bound = f"the last of {SETTLE_RUNS} runs one step longer each (the bound)"
+    if pair:
+        return (
+            f"{reported.measured_steps_why}, its parts not filling the two; nor do any "
+            f"step's or two's that alternate up to step {last}, {bound}"
+        )
+    return (
+        f"the parts of step {at} ({first.time_s * 1e3:.6g} ms) do not fill it, nor those of "
+        f"any step after it up to step {last}, {bound}: step {last} "
+        f"({reported.time_s * 1e3:.6g} ms) is reported, its parts not filling it"
     )

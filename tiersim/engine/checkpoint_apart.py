@@ -38,6 +38,7 @@ import math
 from typing import Any
 
 from tiersim.core.records import record
+from tiersim.engine.checkpoint_rows import states_fixed
 from tiersim.engine.closed_copy import ClosedRun, closed_copy
 from tiersim.engine.durable import checkpoint_run, drain_excess_s
 from tiersim.engine.ops import Op, OpKind, Role
@@ -120,15 +121,17 @@ def measure_apart(
     if not _apart(setup.topo, res, run, late, (mine, peaks)):
         return None
     start = min(map(log.start.__getitem__, moves))
-    write_s = max(map(log.end.__getitem__, moves)) - start
+    durable = max(map(log.end.__getitem__, moves))
     held = trained - run.end_s
-    stall = held + drain_excess_s(res, plain, write_s, held)
+    stall = held + drain_excess_s(res, plain, durable - start, held)
+    write_s = durable - states_fixed(schedule.ops, log.end, mine).get(0, start)  # durable's
     # this run's and the plain one's round-off, at most as many events and as long
     noise = 2 * round_off(log.events + engine.net.wakeups, log.step_end[-1])
     figures = (schedule, engine, None, run.busy_s)
     closed = isinstance(engine, ClosedRun)  # (its rows: what of_role and a pass would read)
     rows = {"mine": engine.mine, "others": engine.others} if closed else {}
-    return checkpoint_run(res, setup, figures, 0, (write_s, stall, noise), **rows)
+    seconds = (write_s, stall, noise, durable - start)
+    return checkpoint_run(res, setup, figures, 0, seconds, **rows)
 
 
 def staging_homed(res: Resolved) -> bool:

@@ -1,13 +1,15 @@
 """A checkpoint's rows read once: its bytes of a step per kind of transfer and its transfers'
 spans by kind (tiersim.engine.durable's checkpoint run reads both from the same 199 rows of
-default.yaml's async copy; one pass, one lookup an op: docs/speed.md, thirty-second round)."""
+default.yaml's async copy; one pass, one lookup an op: docs/speed.md, thirty-second round),
+and when the state each checkpoint saves is fixed, which its write time runs from."""
 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 from tiersim.engine.metrics import Rows
-from tiersim.engine.ops import OpKind, Role
+from tiersim.engine.ops import Op, OpKind, Role
 from tiersim.state.classes import CHECKPOINT_WRITES
 
 
@@ -69,3 +71,30 @@ def keyed_moves(kinds: dict[tuple, int], moves: dict[tuple, list]) -> dict[tuple
         else:
             out[("move", *key, CHECKPOINT_WRITES)] = entry[0]
     return out
+
+
+def states_fixed(ops: list[Op], ends: Sequence[float], mine: list[Op]) -> dict[int, float]:
+    """When the state each checkpointed step saves is fixed: the latest end of an op its
+    copies wait for that is none of its own copies and no earlier checkpoint's op (the
+    previous one durable, which it also waits for): each class's version written home by
+    the step's update (an async snapshot's deps), or the barrier a blocking copy waits at,
+    once the optimizer step is over. An async snapshot may begin before it (a unit updated
+    early, the others not), or long after (waiting for the previous checkpoint's drain):
+    the write is timed from here, as the drain lag goodput charges runs from the state
+    saved (tiersim.analysis.checkpoint, docs/science.md). `ops` and `ends`: the run's, by
+    index; `mine`: the checkpoint's ops (`of_role`'s); a step whose copies wait for nothing
+    but the previous checkpoint is left out."""
+    move, role = OpKind.MOVE, Role.CHECKPOINT
+    fixed: dict[int, float] = {}
+    for op in mine:
+        if op.kind is not move or op.role is not role:
+            continue
+        step = op.step
+        for d in op.deps:
+            dep = ops[d]
+            if dep.role is role and (dep.kind is move or dep.step != step):
+                continue
+            end = ends[d]
+            if end > fixed.get(step, -math.inf):
+                fixed[step] = end
+    return fixed

@@ -14,8 +14,12 @@ is simulated from step 0), or, where steps are independent, starts at the measur
   next agree (`_repeating`), and reports that step; with a longer interval one checkpoint
   is simulated, and a drain longer than the interval and that stall adds its excess (the
   next snapshot would wait for it: the interval lasts the write);
-- write: from the first checkpoint move (the snapshot taken) to the last byte landing on
-  the target;
+- write: from the state it saves fixed (the last of its versions written home by the
+  checkpointed step's update, or a blocking copy's barrier: `checkpoint_rows.states_fixed`)
+  to the last byte landing on the target. An async snapshot of a unit updated early begins
+  before that; timed from it, a faster tier that only began a snapshot sooner would make the
+  checkpoint look slower to become durable (docs/invariants.md). The span from the first
+  move still times the next snapshot's wait on this one's drain (`drain_excess_s`);
 - read-back: each class's bytes over its route from the target to its home (the routes are
   read one after another, as a restart does before training resumes).
 The interval (given, or Daly's optimum and the target's write budget) and what one checkpoint
@@ -29,7 +33,7 @@ from collections import Counter
 from collections.abc import Callable
 
 from tiersim.core.frozen import replaced
-from tiersim.engine.checkpoint_rows import bytes_and_spans
+from tiersim.engine.checkpoint_rows import bytes_and_spans, states_fixed
 from tiersim.engine.core import Engine, RunLog
 from tiersim.engine.metrics import Rows, in_flight_added_s, link_busy_s, of_role, routed
 from tiersim.engine.ops import OpKind, Role
@@ -83,13 +87,17 @@ def _checkpoint_windows(mine: Rows) -> dict[int, tuple[float, float]]:
 
 
 def _repeating(schedule, log, first: int) -> int | None:
-    """The first checkpointed step from `first` on whose duration and checkpoint write time
-    agree (to SAME) with the next step's, which may be the run's last; None if none does."""
-    ends, windows = log.step_end, _checkpoint_windows(of_role(schedule.ops, log, Role.CHECKPOINT))
+    """The first checkpointed step from `first` on whose duration, checkpoint moves' span
+    and write time (from its state fixed: `states_fixed`) agree (to SAME) with the next
+    step's, which may be the run's last; None if none does. The span settles first: every
+    snapshot waiting for the previous drain, the updates it holds settle steps later."""
+    mine = of_role(schedule.ops, log, Role.CHECKPOINT)
+    ends, windows = log.step_end, _checkpoint_windows(mine)
+    fixed = states_fixed(schedule.ops, log.end, mine[0])
 
-    def figures(k: int) -> tuple[float, float]:
+    def figures(k: int) -> tuple[float, float, float]:
         start, end = windows[k]
-        return ends[k] - ends[k - 1], end - start
+        return ends[k] - ends[k - 1], end - start, end - fixed.get(k, start)
 
     for k in range(max(1, first), len(ends) - 1):
         pairs = zip(figures(k), figures(k + 1), strict=True)
@@ -135,29 +143,31 @@ def _run_length(
 
 
 def _stall(
-    res: Resolved, plain: StepResult, ends: list, base_ends: list, write_s: float, measured: int
+    res: Resolved, plain: StepResult, ends: list, base_ends: list, span_s: float, measured: int
 ) -> float:
-    """How much later training ends because of the checkpoint (see the module docstring)."""
+    """How much later training ends because of the checkpoint (see the module docstring);
+    `span_s`: from its first move's start to its last byte landing."""
     every = res.execution.checkpoint.every_steps
     if every == 1:  # the steady period's growth
         return (ends[measured] - ends[measured - 1]) - (
             base_ends[measured] - base_ends[measured - 1]
         )
     held = ends[-1] - base_ends[-1]
-    return held + drain_excess_s(res, plain, write_s, held)
+    return held + drain_excess_s(res, plain, span_s, held)
 
 
-def drain_excess_s(res: Resolved, plain: StepResult, write_s: float, held_s: float) -> float:
+def drain_excess_s(res: Resolved, plain: StepResult, span_s: float, held_s: float) -> float:
     """What an async drain longer than the interval adds to the stall `held_s` its
     checkpoint already cost the steps (the snapshot's wait, contention): the next snapshot
     starts once the interval's steps and that stall are over, and waits for the drain still
-    running then (one checkpoint in flight). `write_s` runs from the snapshot's start, so
-    the interval lasts the longer of its steps with that stall and the write (not their sum:
-    the stall is part of the write's time). A blocking write has already stalled training
-    for all of it."""
+    running then (one checkpoint in flight). `span_s` runs from the first snapshot's start
+    (where the next checkpoint's first snapshot would start, an interval later) to the last
+    byte landing, so the interval lasts the longer of its steps with that stall and the
+    span (not their sum: the stall is part of the span). A blocking write has already
+    stalled training for all of it."""
     every = res.execution.checkpoint.every_steps
     if isinstance(every, int) and res.execution.checkpoint.mode == "async":
-        return max(0.0, write_s - every * plain.time_s - max(held_s, 0.0))
+        return max(0.0, span_s - every * plain.time_s - max(held_s, 0.0))
     return 0.0
 
 
@@ -247,10 +257,11 @@ def measure_checkpoint(
     mine = of_role(schedule.ops, log, Role.CHECKPOINT)
     start, end = _checkpoint_windows(mine)[measured]
     stall = _stall(res, plain, log.step_end, base_ends, end - start, measured)
+    fixed = states_fixed(schedule.ops, log.end, mine[0]).get(measured, start)
     run_figures = (schedule, engine, _window(res, log.step_end, measured), base_busy)
     # the checkpoint run's and its baseline's, at most as many events and as long
     noise = 2 * round_off(log.events + engine.net.wakeups, log.step_end[-1])
-    seconds = (end - start, stall, noise)
+    seconds = (end - fixed, stall, noise, end - start)
     ran = checkpoint_run(res, setup, run_figures, measured, seconds, steady, mine)
     ran = replaced(ran, drain_steps=sum(e < end for e in log.step_end[measured + 1 :]))
     if res.execution.checkpoint.every_steps == 1:  # every step's: the steps settle (_settled)
@@ -267,18 +278,19 @@ def checkpoint_run(
     setup: RunSetup,
     run_figures: tuple,
     step: int,
-    seconds: tuple[float, float, float],
+    seconds: tuple[float, float, float, float],
     steady: bool = True,
     mine: Rows | None = None,
     others: Rows | None = None,
 ) -> CheckpointRun:
     """The checkpoint of `step` as its run measured it: `run_figures` (the checkpoint run's
     schedule and finished engine, the window its link time counts in, its baseline's busy
-    seconds per link), `seconds` (its write time, stall before the floor at 0, round-off);
+    seconds per link), `seconds` (its write time, stall before the floor at 0, round-off,
+    its moves' span: from the first one's start);
     `mine`: the checkpoint's ops (`of_role`), where the caller has picked them; `others`:
     the run's other transfers, where it has them (a run in closed form: closed_copy)."""
     schedule, engine, window, base_busy = run_figures
-    write_s, stall_s, noise_s = seconds
+    write_s, stall_s, noise_s, span_s = seconds
     per_class = shares(res, setup.wl.units)
     if mine is None:  # what both passes below read
         mine = of_role(schedule.ops, engine.log, Role.CHECKPOINT)
@@ -299,6 +311,7 @@ def checkpoint_run(
         peak_by_tier={t: int(o.peak) for t, o in engine.occupancy.items()},
         link_busy_s={name: b for name, b in added.items() if name in links},
         link_in_flight_s={name: f for name, f in flying.items() if name in links},
+        span_s=span_s,
         steady=bool(steady),
         round_off_s=noise_s,
     )

@@ -41,10 +41,13 @@ def ops_per_step(ops: list[Op], steps: int) -> list[int]:
 
 def _link_order(ops: list[Op], topo: Topology) -> list[list[int]]:
     """For `ordered` sharing: each transfer also waits for the previous transfer (in issue
-    order) on every link direction or network group it uses, so none overlap on a link. A
+    order) on every link direction or network channel it uses, so none overlap on a link. A
     copy within one tier (a checkpoint to the tier a class is homed on) crosses no link,
     only that tier's ports: the transfers through those ports are ordered on them too, or
-    it and a transfer through a link would each take the whole port (run_alone)."""
+    it and a transfer through a link would each take the whole port (run_alone). A
+    collective that moves no bytes (the wait for what of an overlapped all-to-all outlasts
+    the computation beside it, tiersim/workload/experts.py `overlapped`) holds no link: its
+    bytes flow in a transfer of their own, which takes its place in the queue."""
     routes = {
         i: topo.route(op.src, op.dst, op.nbytes) for i, op in enumerate(ops) if op.kind is MOVE
     }
@@ -55,7 +58,7 @@ def _link_order(ops: list[Op], topo: Topology) -> list[list[int]]:
         if op.kind is MOVE:
             route = routes[i]
             keys = [*route.links, *(r for r in route.resources if r in ports)]
-        elif op.kind.network:
+        elif op.kind.network and op.nbytes:
             keys = [op.resource]
         else:
             keys = []

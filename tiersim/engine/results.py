@@ -99,7 +99,8 @@ class CheckpointRun:
     # resolved ('auto' -> Daly's optimum), None if not configured
     interval_steps: int | None = field(metadata=figure(CONSTANT))
     bytes: int = field(metadata=figure(CONSTANT))  # weights + master + optimizer homed on this GPU
-    # first checkpoint move to the last byte on the target
+    # from the state it saves fixed (its step's update over: checkpoint_rows.states_fixed)
+    # to the last byte on the target
     write_s: float = field(metadata=figure(PER_PERIOD))
     # how much later training ends because of it
     stall_s: float = field(metadata=figure(PER_PERIOD, floor=0.0))
@@ -126,6 +127,11 @@ class CheckpointRun:
     link_in_flight_s: dict[str, float] = field(  # in-flight time it adds
         default_factory=dict, metadata=figure(PER_PERIOD, into=Into("links", "in_flight_s"))
     )
+    # from its first move's start to its last byte on the target (`write_s` where no copy
+    # begins before its state is fixed): the next checkpoint's first snapshot, an interval
+    # later, waits for what of it outlasts the interval and the stall, so no `auto` interval
+    # is shorter (tiersim.analysis.checkpoint `drain_s`); not reported
+    span_s: float = field(default=0.0, metadata=figure(PER_PERIOD))
     # steps after the checkpointed one that end before its drain does (an async drain
     # that outlasts them): tiersim.engine.drain_reach; not reported
     drain_steps: int = field(default=0, metadata=figure(GIVEN))
@@ -188,9 +194,10 @@ class StepResult:
     steady_state: str = field(default="full", metadata=figure(GIVEN))
     # with "full (no repetition found)": what broke it
     steady_state_why: str | None = field(default=None, metadata=figure(GIVEN))
-    # steps the step is the mean of: 2 where consecutive steps alternate (engine.alternating)
+    # steps the step is the mean of: 2 where consecutive steps alternate (engine.alternating);
+    # 1 with a why where a later step is reported, the steps settling after the measured one
     measured_steps: int = field(default=1, metadata=figure(GIVEN))
-    # with 2: which steps, and their lengths
+    # with 2, or a later step: which steps, and their lengths
     measured_steps_why: str | None = field(default=None, metadata=figure(GIVEN))
     # per run, where extrapolated
     micro_batches_simulated: tuple[int, ...] = field(default=(), metadata=figure(GIVEN))

@@ -1,7 +1,7 @@
 """Durable checkpoints in a schedule: the moves one checkpoint implies, after a step's update.
 
 A checkpoint copies every unit's `weights`, `master` and `optimizer` (this GPU's shard, or
-its 1/d share of a replicated class) from their homes to the target tier (moves of role
+its share of a replicated class: `share`) from their homes to the target tier (moves of role
 `Role.CHECKPOINT`, so their bytes count in the target's wear):
 - blocking: once the optimizer step is over (every unit's update done and written home, and
   the GPU stream idle), the copies go straight to the target and the GPU stream waits for
@@ -36,32 +36,48 @@ MOVE, ROLE = OpKind.MOVE, Role.CHECKPOINT  # a blocking copy's, looked up once
 
 def share(res: Resolved, unit: Unit, cls: str, split: tuple | None = None) -> int:
     """Bytes of a unit's class this GPU writes: its shard if the class is sharded; else its
-    1/d share of the replica, as distributed checkpointing splits replicated tensors across
-    the data-parallel ranks instead of writing d copies. `split`: `split_of(res)`, where the
-    caller asks for many units."""
-    replicas, sharded = split_of(res) if split is None else split
+    share of the replica, as distributed checkpointing splits replicated tensors across the
+    ranks holding them instead of writing each copy: the dense part over the data-parallel
+    replicas, the routed experts' over theirs (the expert-data group: the ranks that hold the
+    same experts, fewer than the data group's under expert parallelism). `split`:
+    `split_of(res)`, where the caller asks for many units."""
+    replicas, expert_replicas, sharded = split_of(res) if split is None else split
+    if sharded[cls]:
+        return unit.homed[cls]
+    return replica_share(unit, cls, replicas, expert_replicas)
+
+
+def replica_share(unit: Unit, cls: str, replicas: int, expert_replicas: int) -> int:
+    """A replicated class's bytes this GPU writes (`share`): its dense part's 1/replicas,
+    its routed experts' 1/expert_replicas."""
     held = unit.homed[cls]
-    if sharded[cls] or replicas == 1:
-        return held
-    return math.ceil(held / replicas)
+    experts = unit.expert_homed[cls] if unit.expert_homed else 0
+    if not experts:
+        return held if replicas == 1 else math.ceil(held / replicas)
+    return math.ceil((held - experts) / replicas) + math.ceil(experts / expert_replicas)
 
 
-def split_of(res: Resolved) -> tuple[int, dict[str, bool]]:
-    """The data-parallel replicas (data x context) and which classes are sharded."""
+def split_of(res: Resolved) -> tuple[int, int, dict[str, bool]]:
+    """The data-parallel replicas (data x context), the routed experts' (the expert-data
+    group's; the data group's where experts are not split over ranks, as the data-parallel
+    reductions take it) and which classes are sharded."""
     parallel = res.execution.parallel
-    return Mesh.of(parallel).group("data").size, sharded_classes(parallel)
+    mesh = Mesh.of(parallel)
+    replicas = mesh.group("data").size
+    experts = replicas if parallel.expert == 1 else mesh.group("expert_data").size
+    return replicas, experts, sharded_classes(parallel)
 
 
 def shares(res: Resolved, units: list[Unit]) -> dict[str, int]:
     """Bytes of each checkpointed class this GPU writes, over `units`: `share`'s, a class at
     a time (its test for the whole class made once, not once a unit)."""
-    replicas, sharded = split_of(res)
+    replicas, expert_replicas, sharded = split_of(res)
     out = {}
     for c in CHECKPOINTED:
-        if sharded[c] or replicas == 1:
+        if sharded[c]:
             out[c] = sum([u.homed[c] for u in units])
         else:
-            out[c] = sum([math.ceil(u.homed[c] / replicas) for u in units])
+            out[c] = sum([replica_share(u, c, replicas, expert_replicas) for u in units])
     return out
 
 
@@ -86,18 +102,16 @@ class CheckpointPhase:
         awaits (under a delayed update (DPU) the next step runs on the weights before, but
         the checkpoint saves this step's: the cast of the master it saves beside them, once
         this step's update is over), unit by unit."""
-        (replicas, sharded), state = self.split, self.ready.state
+        (replicas, expert_replicas, sharded), state = self.split, self.ready.state
         this_step = self.ready.previous_weights
         weights = self.ready.weights if this_step is None else this_step
-        # `share`'s test once a class: its bytes whole, or its 1/d share (None)
-        whole = [(c, None if sharded[c] or replicas == 1 else replicas) for c in CHECKPOINTED]
         out = []
         for u, unit in enumerate(self.c.wl.units):
             mine, homed = weights[u], unit.homed
             out.append((u, [
-                (c, homed[c] if d is None else math.ceil(homed[c] / d),
+                (c, homed[c] if sharded[c] else replica_share(unit, c, replicas, expert_replicas),
                  mine if c == "weights" else state.get((c, u)))
-                for c, d in whole
+                for c in CHECKPOINTED
             ]))  # fmt: skip
         return out
 

@@ -215,9 +215,10 @@ class TrainingPasses:
             self.release_weights(u, held, op)
         self.uses.append(op)  # the use ends here (inline: a call per op costs)
         self.use_units.append(u)
-        # blocking: tensor, expert and context parallelism's (workload/context.py); then what
-        # flows beside the stream (overlapped all-to-alls, the context ring's hidden part)
-        for comm in (unit.tp_forward, unit.ep_forward, unit.cp_forward):
+        # blocking: expert (first: an overlapped all-to-all's wait runs from this op's end,
+        # workload/experts.py), tensor and context parallelism's (workload/context.py); then
+        # what flows beside the stream (overlapped all-to-alls, the context ring's hidden part)
+        for comm in (unit.ep_forward, unit.tp_forward, unit.cp_forward):
             if comm is not None:
                 ops.net(comm, step, (op,), kind=SYNC)
         for comm in (unit.ep_forward_hidden, unit.cp_forward_hidden):
@@ -274,7 +275,7 @@ class TrainingPasses:
             self._reshard_kept(u, op)
         self.uses.append(op)  # the use ends here (inline: a call per op costs)
         self.use_units.append(u)
-        for comm in (unit.tp_backward, unit.ep_backward, unit.cp_backward):  # as forward's
+        for comm in (unit.ep_backward, unit.tp_backward, unit.cp_backward):  # as forward's
             if comm is not None:
                 ops.net(comm, step, (op,), kind=SYNC)
         for comm in (unit.ep_backward_hidden, unit.cp_backward_hidden):

@@ -50,8 +50,9 @@ def build(passes: Any, step: int, order: list, waits: float, marks: list[int]) -
     """`TrainingPasses.micro_batches`' ops in the stage's `order` (`waits`: the bubble before
     its last op; `marks`: where each forward or backward begins), where `applies`."""
     ops, chunks, last = passes.ops, passes.c.wl.chunks, len(order) - 1
-    forward = [_blocking(u.tp_forward, u.ep_forward, u.cp_forward) for u in passes.units]
-    backward = [_blocking(u.tp_backward, u.ep_backward, u.cp_backward) for u in passes.units]
+    # in schedule_passes' order: the expert's first (an overlapped all-to-all's wait)
+    forward = [_blocking(u.ep_forward, u.tp_forward, u.cp_forward) for u in passes.units]
+    backward = [_blocking(u.ep_backward, u.tp_backward, u.cp_backward) for u in passes.units]
     # one record per unit and role for every micro-batch, where no record is read
     shared = None if ops.shared is None else Chunks(passes, step, forward, backward)
     k = 0

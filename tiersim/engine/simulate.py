@@ -11,7 +11,7 @@ from tiersim.core.errors import InfeasibleError, InputError
 from tiersim.core.frozen import replaced
 from tiersim.engine import chain, drain_reach, margins, steady
 from tiersim.engine import checkpoint_apart as apart_run
-from tiersim.engine.alternating import measured_over_two, refused
+from tiersim.engine.alternating import later_step, measured_over_two, refused, warmed_up, with_cost
 from tiersim.engine.checkpoint_apart import CHECKPOINT_RUN, PlainRun, measure_apart, staging_homed
 from tiersim.engine.copy_queues import may_close
 from tiersim.engine.core import Recorder
@@ -174,6 +174,10 @@ def _simulate(res: Resolved, setup: RunSetup, recorder: Recorder | None) -> Step
         tries.refused(extrapolated.why, extrapolated.stalls)
     _check_size(res, steps, res.execution.training.grad_accumulation, setup.wl.parts_per_layer)
     result, _, checkpoint = _measured(res, setup, recorder, verify=False)
+    later = later_step(res, result, steady.steps_to_simulate(res)[1])  # its steps settle later
+    if later is not None and checkpoint is not None:  # the checkpoint measured after that step
+        again, _, checkpoint = _measured(warmed_up(res, later), setup, None, verify=False)
+        result = with_cost(result, again)
     if checkpoint is not None:
         result = replaced(result, checkpoint=checkpoint(result))
     if tries.first is None:

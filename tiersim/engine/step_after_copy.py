@@ -41,6 +41,7 @@ import itertools
 import operator
 
 from tiersim.core.records import record
+from tiersim.engine.checkpoint_rows import states_fixed
 from tiersim.engine.core import Engine
 from tiersim.engine.durable import checkpoint_run
 from tiersim.engine.flows import FlowNetwork
@@ -116,7 +117,9 @@ class NextStep:
         step_s = prior.log.end[n - 1]  # the plain step's end (its last op ended last)
         mine = of_role(self.head.ops, log, Role.CHECKPOINT)
         moves = [(s, e) for op, s, e in zip(*mine, strict=True) if op.kind is OpKind.MOVE]
-        write_s = max(e for _, e in moves) - min(s for s, _ in moves)
+        # from the barrier the copy waits at (durable's write: checkpoint_rows.states_fixed)
+        first, durable = min(s for s, _ in moves), max(e for _, e in moves)
+        write_s = durable - states_fixed(self.head.ops, log.end, mine[0]).get(0, first)
         stall = copied + (step_s - cut) - 2 * step_s  # the next step's end less two plain
         # each link's busy time in the checkpoint run: the plain step's b, the head run's h
         # (the copy's and the ops beside it), then the plain step's from the cut, b less its
@@ -127,7 +130,8 @@ class NextStep:
         events = log.events + engine.net.wakeups + 2 * (prior.log.events + prior.net.wakeups)
         noise = 2 * round_off(events, copied + step_s)
         figures = (self.head, engine, None, base)
-        return checkpoint_run(res, setup, figures, 0, (write_s, stall, noise), True, mine)
+        seconds = (write_s, stall, noise, durable - first)
+        return checkpoint_run(res, setup, figures, 0, seconds, True, mine)
 
     def _held_alike(self, setup: RunSetup, prior: Engine, head: Engine) -> bool:
         """Each tier holds at the copy's end (the head run's) what the plain run held at the

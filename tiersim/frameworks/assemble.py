@@ -27,7 +27,8 @@ from tiersim.frameworks.mapping import PENDING, Mapped, as_yaml
 from tiersim.frameworks.megatron import read_megatron
 from tiersim.frameworks.megatron_vocab import bridge_keeps_vocab
 from tiersim.frameworks.sources import origin, sourced
-from tiersim.frameworks.torchtitan import read_torchtitan
+from tiersim.frameworks.torchtitan import read_torchtitan, replicate_x_shard
+from tiersim.frameworks.unsaid import unsaid
 from tiersim.frameworks.values import ValueProblem
 
 DEFAULT_HARDWARE = "dgx-h100"
@@ -184,7 +185,7 @@ def _data_parallel(facts: dict[str, Any], options: ImportOptions, notes: list) -
             )
         ranks = world // model_parallel
     if "shard" in facts:  # torchtitan
-        data = _replicate_x_shard(facts, ranks, world, notes)
+        data = replicate_x_shard(facts, ranks, world, notes)
     elif ranks is not None:
         data = ranks
     elif "data" in facts:
@@ -200,27 +201,6 @@ def _data_parallel(facts: dict[str, Any], options: ImportOptions, notes: list) -
         )
         raise InputError("--gpus", [Problem("", why, "E-IMPORT-CONFLICT")])
     return data
-
-
-def _replicate_x_shard(
-    facts: dict[str, Any], ranks: int | None, world: int | None, notes: list
-) -> int:
-    """torchtitan's data parallelism: replicate x shard, shard -1 the ranks the others leave."""
-    replicate, shard = facts["replicate"], facts["shard"]
-    if shard == -1 and ranks is None:
-        why = "not given: data_parallel_shard_degree -1 taken as 1 (give --gpus N, the world size)"
-        notes.append(("--gpus", Problem("", why, "W-IMPORT-ASSUMED")))
-        shard = 1
-    elif shard == -1:
-        if ranks % replicate:
-            why = (
-                f"{world} GPUs do not divide into data_parallel_replicate_degree "
-                f"{replicate} x tensor x pipeline x context {facts.get('model_parallel', 1)}"
-            )
-            raise InputError("--gpus", [Problem("", why, "E-IMPORT-CONFLICT")])
-        shard = ranks // replicate
-    facts["shard"] = shard
-    return replicate * shard
 
 
 def _batch(values: dict[str, Any], facts: dict[str, Any], data: int) -> None:
@@ -306,6 +286,7 @@ def import_configs(paths: list[Path], options: ImportOptions) -> Imported:
             del sources[path]
         sources[typed] = ""  # not its mapped parent's either (`_source_of`)
     raw = apply_overrides(raw, list(options.overrides), "tiersim import")
+    unsaid(raw, facts, notes)
     if not isinstance(raw.get("model"), dict) or not raw["model"]:
         why = (
             "no model in the configs (expected --hf-config PATH to a config.json, or --set "

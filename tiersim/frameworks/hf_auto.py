@@ -157,3 +157,29 @@ def fill_from_hidden(raw: dict[str, Any], keys: list, hidden: int) -> list[tuple
         why = f"'auto': {said} = {held[last]:,} (hidden size {hidden:,}), as the Trainer fills it"
         notes.append((source, key, why))
     return notes
+
+
+def trainer_model(out: Mapped, cfg: dict[str, Any]) -> None:
+    """A config with an "auto" anywhere is run by transformers' Trainer (only it fills them),
+    so its model is a transformers model: training.implementation huggingface, whose
+    attention is sdpa (transformers' default attn_implementation), not the megatron
+    accounting's stored scores (review 2026-12-07-i: 79 % of a Llama 3 8B import's
+    activations were softmax scores the Trainer's model never keeps)."""
+    if not _has_auto(cfg):
+        return
+    out.put("training.implementation", "huggingface", '("auto" values)')
+    why = (
+        "'auto' values are filled by transformers' Trainer alone (HfTrainerDeepSpeedConfig), "
+        "so the model is a transformers one: training.implementation: huggingface (attention "
+        "sdpa, its default attn_implementation; --set training.attention_kernel=eager for "
+        'attn_implementation="eager")'
+    )
+    out.note('("auto" values)', why)
+
+
+def _has_auto(value: Any) -> bool:
+    if isinstance(value, dict):
+        return any(_has_auto(v) for v in value.values())
+    if isinstance(value, list):
+        return any(_has_auto(v) for v in value)
+    return is_auto(value)

@@ -40,7 +40,7 @@ def tokenizer_vocab(args: Flags) -> int:
         raise ValueProblem(
             "--vocab-size",
             f"absent, and the vocabulary of --tokenizer-type {tokenizer} is not known "
-            "here (expected --vocab-size N, or --hf-config)",
+            "here (expected --vocab-size N, --hf-config, or --set model.vocab=N)",
         )
     return GPT2_VOCAB
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from tiersim.core.errors import InputError, Problem
 from tiersim.frameworks.mapping import Mapped
 from tiersim.frameworks.values import ValueProblem, boolean, integer, text
 from tiersim.state.optimizers import framework_names
@@ -26,6 +27,12 @@ DTYPES = {"bfloat16": "bf16", "float32": "fp32", "float16": "fp16"}
 # [float8] recipe_name's values (torchtitan/config/job_config.py, Float8Linear.recipe_name:
 # Literal["tensorwise", "rowwise", "rowwise_with_gw_hp"] | None; torchao's recipe names)
 FLOAT8_RECIPES = ("tensorwise", "rowwise", "rowwise_with_gw_hp")
+# model.converters' names of torchao's Float8Linear: "float8" configured by [float8] (the
+# job config's first era, this repository's fixtures), "quantize.linear.float8" by
+# [quantize.linear.float8] (the later TOML era: torchtitan's docs/float8.md runs
+# `--model.converters="quantize.linear.float8" --quantize.linear.float8.enable_fsdp_float8_
+# all_gather`); both read alike (review 2026-12-07-i)
+FLOAT8_CONVERTERS = ("float8", "quantize.linear.float8")
 PARALLEL_DEGREES = ("data_parallel_replicate_degree", "data_parallel_shard_degree",
                     "tensor_parallel_degree", "pipeline_parallel_degree",
                     "context_parallel_degree", "expert_parallel_degree",
@@ -46,10 +53,40 @@ def read_torchtitan(cfg: dict[str, Any], source: str, hf_config: bool) -> Mapped
     _fp8(out)
     if "training.loss_chunks" not in out.values:  # the TOML job config's era: no chunking
         out.put("training.loss_chunks", 1, "(torchtitan TOML: cross_entropy_loss, one piece)")
+    if "training.seq_len" not in out.values:  # job_config.py Training: `seq_len: int = 2048`
+        out.put("training.seq_len", 2048, "training.seq_len (default 2048)")
     if "micro" not in out.facts:  # torchtitan's default local_batch_size
         out.facts["micro"] = 8
         out.put("training.micro_batch_size", 8, "training.local_batch_size (default 8)")
+    _pp_micro(out)
     return out
+
+
+def _pp_micro(out: Mapped) -> None:
+    """Under pipeline parallelism torchtitan splits each local batch into microbatches of
+    pipeline_parallel_microbatch_size (job_config.py Parallelism, default 1: "the total number
+    of microbatches by dividing local_batch_size with pipeline_parallel_microbatch_size"): the
+    micro-batch the pipeline runs, local / size of them a local batch (review 2026-12-07-i: the
+    local batch was taken as one micro-batch, the pipeline's bubble and in-flight activations
+    those of one)."""
+    given = out.facts.pop("pp_micro", None)
+    size, where = given or (1, "parallelism.pipeline_parallel_microbatch_size")
+    if out.values.get("parallel.pipeline", 1) <= 1:
+        if given:
+            out.unmapped(where, size, "no pipeline parallelism: not applied")
+        return
+    local = out.facts["micro"]
+    if local % size:
+        why = f"{size} does not divide training.local_batch_size {local} (torchtitan splits it)"
+        raise ValueProblem(where, why)
+    out.facts["micro"] = size
+    out.put("training.micro_batch_size", size, where)
+    if "global" not in out.facts:  # global_batch_size -1: local x data, one local batch a step
+        out.facts["accumulation"] = local // size
+        out.put("training.grad_accumulation", local // size, where)
+    said = "" if given else " (default 1)"
+    why = f"{size}{said}: each local batch of {local} runs as {local // size} microbatches"
+    out.note(where, why)
 
 
 def _model(out: Mapped, section: str, body: dict[str, Any], hf_config: bool) -> None:
@@ -61,9 +98,9 @@ def _model(out: Mapped, section: str, body: dict[str, Any], hf_config: bool) -> 
             continue
         if key == "converters":
             names = value if isinstance(value, list) else [value]
-            if "float8" in names:  # torchao's Float8Linear, set once [float8] is read (_fp8)
+            if set(FLOAT8_CONVERTERS) & set(names):  # torchao's Float8Linear, set in _fp8
                 out.facts["float8"] = where
-            for other in (n for n in names if n != "float8"):
+            for other in (n for n in names if n not in FLOAT8_CONVERTERS):
                 out.unmapped(where, other)
         else:
             out.unmapped(where, value)
@@ -135,6 +172,8 @@ def _parallelism(out: Mapped, section: str, body: dict[str, Any], hf_config: boo
             on = boolean(where, value)
             out.put("parallel.overlap_tensor_forward", on, where)
             out.put("parallel.overlap_tensor_backward", on, where)
+        elif key == "pipeline_parallel_microbatch_size":  # read with the degrees (_pp_micro)
+            out.facts["pp_micro"] = (integer(where, value), where)
         elif key == "pipeline_parallel_layers_per_stage":
             out.facts["layers_per_stage"] = integer(where, value)
             out.unmapped(where, value, "layers per stage: the split tiersim makes is even")
@@ -213,6 +252,22 @@ def _float8(out: Mapped, section: str, body: dict[str, Any], hf_config: bool) ->
             out.unmapped(where, value)
 
 
+def _quantize(out: Mapped, section: str, body: dict[str, Any], hf_config: bool) -> None:
+    """[quantize.linear.float8], the later TOML era's home of [float8]'s keys (the same
+    names): read as [float8]; the other quantizers (MX formats, grouped GEMMs) noted."""
+    for key, value in body.items():
+        where = f"{section}.{key}"
+        inner = value if isinstance(value, dict) else {}
+        if key != "linear" or not inner:
+            out.unmapped(where, "..." if inner else value)
+            continue
+        for name, settings in inner.items():
+            if name == "float8" and isinstance(settings, dict):
+                _float8(out, f"{where}.float8", settings, hf_config)
+            else:
+                out.unmapped(f"{where}.{name}", "..." if isinstance(settings, dict) else settings)
+
+
 def _fp8(out: Mapped) -> None:
     """training.fp8 where model.converters names float8: torchao's Float8Linear, the linears'
     GEMMs in FP8 (tensorwise unless [float8] recipe_name), the compute copy staying
@@ -222,7 +277,10 @@ def _fp8(out: Mapped) -> None:
     settings = out.facts.get("float8_settings", {})
     if "float8" not in out.facts:
         for value, where in settings.values():
-            why = 'not applied: model.converters does not name "float8" (FP8 off)'
+            why = (
+                'not applied: model.converters does not name "float8" or '
+                '"quantize.linear.float8" (FP8 off)'
+            )
             out.unmapped(where, value, why)
         return
     fp8 = {key: value for key, (value, _) in settings.items()}
@@ -298,8 +356,42 @@ _SECTIONS = {
     "parallelism": _parallelism,
     "activation_checkpoint": _activation_checkpoint,
     "float8": _float8,
+    "quantize": _quantize,
     "checkpoint": _checkpoint,
     "optimizer": _optimizer,
     "compile": _compile,
     "loss": _loss,
 }
+
+
+def replicate_x_shard(
+    facts: dict[str, Any], ranks: int | None, world: int | None, notes: list
+) -> int:
+    """torchtitan's data parallelism: replicate x shard, shard -1 the ranks the others leave;
+    a shard degree given must fill the world with the rest, as ParallelDims asserts
+    (review 2026-12-07-i: 8 x TP 2 on 32 GPUs was taken as 16 GPUs, silently)."""
+    replicate, shard = facts["replicate"], facts["shard"]
+    model_parallel = facts.get("model_parallel", 1)
+    if shard == -1 and ranks is None:
+        why = "not given: data_parallel_shard_degree -1 taken as 1 (give --gpus N, the world size)"
+        notes.append(("--gpus", Problem("", why, "W-IMPORT-ASSUMED")))
+        shard = 1
+    elif shard == -1:
+        if ranks % replicate:
+            why = (
+                f"{world} GPUs do not divide into data_parallel_replicate_degree "
+                f"{replicate} x tensor x pipeline x context {model_parallel}"
+            )
+            raise InputError("--gpus", [Problem("", why, "E-IMPORT-CONFLICT")])
+        shard = ranks // replicate
+    elif ranks is not None and replicate * shard != ranks:
+        fills = replicate * shard * model_parallel
+        why = (
+            f"{world} GPUs are not data_parallel_replicate_degree {replicate} x "
+            f"data_parallel_shard_degree {shard} x tensor x pipeline x context {model_parallel}"
+            f" = {fills} (torchtitan's ParallelDims asserts 'Invalid parallel dims: ... != "
+            f"WORLD_SIZE'; expected --gpus {fills}, or data_parallel_shard_degree = -1)"
+        )
+        raise InputError("--gpus", [Problem("", why, "E-IMPORT-CONFLICT")])
+    facts["shard"] = shard
+    return replicate * shard

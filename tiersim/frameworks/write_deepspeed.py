@@ -23,10 +23,9 @@ def write_deepspeed(s: Scenario) -> Emitted:
     notes: list[Problem] = []
     framework_note(s, "deepspeed", "deepspeed", notes)
     t, p, pl = s.training, s.parallel, s.placement
-    for key in ("tensor", "pipeline"):
-        if getattr(p, key) != 1:
-            why = f"{getattr(p, key)}: a DeepSpeed config has no {key} parallelism (Megatron's)"
-            notes.append(Problem(f"parallel.{key}", why, "W-EMIT-APPROXIMATE"))
+    if p.pipeline != 1:
+        why = f"{p.pipeline}: a DeepSpeed config has no pipeline parallelism (Megatron's)"
+        notes.append(Problem("parallel.pipeline", why, "W-EMIT-APPROXIMATE"))
     zero = _zero(s, notes)
     cfg: dict[str, object] = {
         "train_batch_size": global_batch(s),
@@ -34,6 +33,8 @@ def write_deepspeed(s: Scenario) -> Emitted:
         "gradient_accumulation_steps": t.grad_accumulation,
         "zero_optimization": zero,
     }
+    if p.tensor > 1:  # DeepSpeed's AutoTP training, as the reader takes it (deepspeed.py)
+        cfg["tensor_parallel"] = {"autotp_size": p.tensor}
     precision = t.precision.weights
     if precision in ("fp16", "bf16"):
         cfg[precision] = {"enabled": True}

@@ -41,6 +41,13 @@ def _megatron_model(s: Scenario) -> list[str]:
     if not (m.attn_out_bias or m.mlp_bias):
         flags.append("--disable-bias-linear")
         flags += ["--add-qkv-bias"] if m.qkv_bias else []
+    # the dropouts given (the reader takes the flags: megatron.py); absent, Megatron-LM's 0.1
+    # each ran where the model had 0.0, its masks kept for backward (review 2026-12-07-i)
+    for flag, given in (
+        ("attention-dropout", m.attention_dropout),
+        ("hidden-dropout", m.hidden_dropout),
+    ):
+        flags += [f"--{flag} {given}"] if given is not None else []
     return flags
 
 
@@ -108,17 +115,15 @@ def write_megatron(s: Scenario) -> Emitted:
         f"--tensor-model-parallel-size {p.tensor}",
         f"--pipeline-model-parallel-size {p.pipeline}",
     ]
+    if p.context > 1:  # Megatron-LM's DP size is the world over TP x PP x CP
+        flags.append(f"--context-parallel-size {p.context}")
     if p.virtual_pipeline > 1:
         flags.append(f"--virtual-pipeline-model-parallel-size {p.virtual_pipeline}")
     flags += _stage_flags(s, notes)
     if p.expert > 1:
         flags.append(f"--expert-model-parallel-size {p.expert}")
     flags += ["--sequence-parallel"] if p.sequence else []
-    if p.zero_stage == 1:
-        flags.append("--use-distributed-optimizer")
-    elif p.zero_stage > 1:
-        why = f"{p.zero_stage}: Megatron-LM's distributed optimizer shards optimizer state (ZeRO-1)"
-        notes.append(Problem("parallel.zero_stage", why, "W-EMIT-APPROXIMATE"))
+    flags += _sharding_flags(s, notes)
     flags += _overlap_flags(s, notes)
     flags += _megatron_precision(s, notes)
     flags += _recompute_flags(s, notes)
@@ -144,6 +149,20 @@ def write_megatron(s: Scenario) -> Emitted:
             why = f"{getattr(pl, cls)}: this Megatron-LM launch keeps every class in HBM"
             notes.append(Problem(f"placement.{cls}", why, "W-EMIT-APPROXIMATE"))
     return Emitted("megatron", _launch_script(s, flags), notes)
+
+
+def _sharding_flags(s: Scenario, notes: list[Problem]) -> list[str]:
+    """ZeRO-1: the distributed optimizer; ZeRO-3 without PP / EP: torch FSDP2 (as the reader
+    takes --use-torch-fsdp2, megatron.py); ZeRO-2 has no Megatron-LM counterpart."""
+    p = s.parallel
+    if p.zero_stage == 1:
+        return ["--use-distributed-optimizer"]
+    if p.zero_stage == 3 and p.pipeline == 1 and p.expert == 1:
+        return ["--use-torch-fsdp2"]
+    if p.zero_stage > 1:
+        why = f"{p.zero_stage}: Megatron-LM's distributed optimizer shards optimizer state (ZeRO-1)"
+        notes.append(Problem("parallel.zero_stage", why, "W-EMIT-APPROXIMATE"))
+    return []
 
 
 def _megatron_precision(s: Scenario, notes: list[Problem]) -> list[str]:

@@ -61,8 +61,11 @@ def write_torchtitan(s: Scenario) -> Emitted:
 def _training(s: Scenario, notes: list[Problem]) -> dict[str, object]:
     t, pl, pr = s.training, s.placement, s.training.precision
     dtypes = {ours: theirs for theirs, ours in DTYPES.items()}
+    # under PP a local batch is split into microbatches (torchtitan.py `_pp_micro`): the
+    # accumulated micro-batches are one local batch, one pipeline schedule, not one each
+    pp = s.parallel.pipeline > 1
     training: dict[str, object] = {
-        "local_batch_size": t.micro_batch_size,
+        "local_batch_size": t.micro_batch_size * (t.grad_accumulation if pp else 1),
         "global_batch_size": global_batch(s),
         "seq_len": s.seq_len,
         "mixed_precision_param": dtypes.get(pr.compute_precision, "bfloat16"),
@@ -104,6 +107,8 @@ def _float8(s: Scenario, model: dict | None, notes: list[Problem]) -> dict[str, 
 def _parallelism(s: Scenario, notes: list[Problem]) -> dict[str, object]:
     p = s.parallel
     shard = p.data if p.zero_stage == 3 else 1
+    if shard > 1 and p.shard_group:  # HSDP: shards within groups, replicated across them,
+        shard = p.shard_group  # as the reader takes replicate x shard (review 2026-12-07-i)
     if p.zero_stage in (1, 2):
         why = f"{p.zero_stage}: torchtitan shards all (FSDP) or none"
         notes.append(Problem("parallel.zero_stage", why, "W-EMIT-APPROXIMATE"))
@@ -112,8 +117,11 @@ def _parallelism(s: Scenario, notes: list[Problem]) -> dict[str, object]:
         "data_parallel_shard_degree": shard,
         "tensor_parallel_degree": p.tensor,
         "pipeline_parallel_degree": p.pipeline,
+        "context_parallel_degree": p.context,  # was left out, noted (review 2026-12-07-i)
         "expert_parallel_degree": p.expert,
     }
+    if p.pipeline > 1:  # the micro-batch the pipeline runs (the local batch: _training)
+        out["pipeline_parallel_microbatch_size"] = s.training.micro_batch_size
     if p.tensor > 1 and not p.sequence:
         why = (
             "false: torchtitan's tensor parallelism always shards the norms and the residual "

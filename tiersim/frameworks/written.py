@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from tiersim.config.mesh import Mesh
 from tiersim.config.schema import Scenario
 from tiersim.core.errors import Problem
 
@@ -22,8 +23,8 @@ def global_batch(s: Scenario) -> int:
 
 
 def world(s: Scenario) -> int:
-    p = s.parallel
-    return p.data * p.tensor * p.pipeline
+    """The job's GPUs: the mesh's world, context parallelism's ranks included."""
+    return Mesh.of(s.parallel).world
 
 
 def framework_note(s: Scenario, kind: str, framework: str, notes: list[Problem]) -> None:

@@ -59,7 +59,7 @@ class Candidate:
     overrides: tuple[str, ...]  # `path=value`, as `tiersim run --set` takes them
     values: dict[str, Any]  # path -> value
     task: PointTask | None  # built when it is simulated (`Pruned.task`); None until then
-    gpus: int  # data x tensor x pipeline: the job's GPUs
+    gpus: int  # the job's GPUs: the mesh's world (data x tensor x pipeline x context)
     price_per_gpu_hour: float | None
     passes: int  # layer passes it simulates, to estimate its time by
     bound: StepBound | None = None  # its step can take no less (None: not bounded)
@@ -381,7 +381,7 @@ def assess(s: Scenario, shared: dict | None = None, res: Resolved | None = None)
 
 
 def costs_of(s: Scenario) -> tuple[int, float | None, dict[str, float], float | None]:
-    """What a plan's cost is priced by: the job's GPUs (data x tensor x pipeline), their price
+    """What a plan's cost is priced by: the job's GPUs (the mesh's world), their price
     an hour, tier capital per GB and the period it is written off over (analysis.cost)."""
     hardware = s.hardware
     return (

@@ -158,7 +158,12 @@ def binds(r: dict[str, Any]) -> dict[str, str]:
     time = ", ".join(f"{k} {100 * v:.1f} %" for v, k in shares[:3]) + f" of {fmt_time(t)}"
     neck = st.get("bottleneck")
     if neck and t > 0 and st["exposed_transfer_s"] > 0.01 * t:  # transfer matters
-        time += f"; busiest: {neck['resource']} at {100 * neck['bandwidth_utilization']:.1f} %"
+        # the share exposed beside the busiest: the busiest need not be what the step waits
+        # on (an async checkpoint's drain runs beside it)
+        shown = any(k == "exposed transfer" for _, k in shares[:3])  # already said above
+        waits = "" if shown else f"transfers exposed {100 * st['exposed_transfer_s'] / t:.1f} %, "
+        time += f"; {waits}busiest: {neck['resource']} at "
+        time += f"{100 * neck['bandwidth_utilization']:.1f} %"
     out = {"time": time}
     fullest = max(r["tiers"].items(), key=lambda kv: kv[1]["peak_bytes"] / kv[1]["capacity_bytes"])
     name, tier = fullest

@@ -32,7 +32,8 @@ def _checkpoint_line(ck: dict[str, Any], step_s: float) -> str:
         every += f", {basis[ck['interval_basis']]}"
     line = (
         f"Checkpoint ({ck['mode']} to {ck['target']}, {every}): {fmt_bytes(ck['bytes'])} per "
-        f"GPU, written in {fmt_time(ck['write_s'])}, training stalls {fmt_time(ck['stall_s'])}; "
+        f"GPU, durable {fmt_time(ck['write_s'])} after its step's update, training stalls "
+        f"{fmt_time(ck['stall_s'])}; "
         f"recovery {fmt_time(ck['recovery_s'] or 0)}{_recovery_parts(ck)}"
     )
     if ck.get("mtbf_s") is None:

@@ -49,17 +49,19 @@ def unbudgeted_wear(
 
 
 def _note(tier: str, e: dict[str, Any], rated_bytes: float | None) -> str:
-    """E.g. "auto interval with no wear budget on nvme: at every 3 steps nvme takes 209.89
-    TB/day of writes (27.33 drive writes/day, rated 1) and its rated 14.02 PB written runs out
-    in 66.78 days, short of its 5-year warranty; auto weighs wear only against a budget: set
-    budget.nvme.lifetime (e.g. 5 years) to get the best-goodput interval within it"."""
+    """E.g. "auto interval with no wear budget on nvme: checkpointing every 3 steps, nvme
+    takes 209.89 TB/day of writes (27.33 drive writes/day, rated 1) and its rated 14.02 PB
+    written runs out in 66.78 days, short of its 5-year warranty; auto weighs wear only
+    against a budget: set budget.nvme.lifetime (e.g. 5 years) to get the best-goodput
+    interval within it" ("every step" for one)."""
     n = e["interval_steps"]
     dwpd = f"{e['drive_writes_per_day']:.4g} drive writes/day"
     if e["rated_drive_writes_per_day"] is not None:
         dwpd += f", rated {e['rated_drive_writes_per_day']:.4g}"
     per_day = fmt_bytes(e["host_bytes_written_per_day"])
     line = (
-        f"auto interval with no wear budget on {tier}: at every {n} step{'s' * (n != 1)} "
+        f"auto interval with no wear budget on {tier}: checkpointing every "
+        f"{'step' if n == 1 else f'{n:,} steps'}, "
         f"{tier} takes {per_day}/day of writes ({dwpd}) and "
     )
     cycles, rated = e["pe_lifetime_days"], e["rated_lifetime_days"]

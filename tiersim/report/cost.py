@@ -47,6 +47,7 @@ def costing_dict(c: Costing) -> dict[str, Any]:
             for n, t in c.tiers.items()
         },
         "per_gpu_hour": c.per_gpu_hour,
+        "training_share_of_day": next(iter(c.tiers.values())).day_share if c.tiers else None,
         "per_million_tokens": c.per_million_tokens,
         "per_million_tokens_by_part": parts_per_million_tokens(c),
     }
@@ -95,9 +96,13 @@ def _why(a: Costing, b: Costing, cheaper: str | None) -> str:
             f"{tier.amortization_s / tier.replaced_every_s:.3g} times over "
             f"{fmt_days(tier.amortization_s / DAY_S)}"
         )
-    elif part == "GPU-hours":
-        slower = "A" if a.goodput_tokens_per_s < b.goodput_tokens_per_s else "B"
-        line += f": {slower} makes fewer tokens a second"
+    elif part == "GPU-hours":  # per GPU: the sides may run on different numbers of GPUs
+        rate = {k: c.goodput_tokens_per_s / c.gpus for k, c in (("A", a), ("B", b))}
+        slower = "A" if rate["A"] < rate["B"] else "B"
+        line += (
+            f": {slower} makes fewer tokens a second per GPU ({fmt_significant(rate['A'])} (A) "
+            f"against {fmt_significant(rate['B'])} (B), after checkpoints and failures)"
+        )
     return line + "."
 
 
@@ -160,7 +165,7 @@ def cost_text(section: dict[str, Any] | None) -> str:
         f"priced ({PRICE_UNIT}: the unit the scenario's prices are given in; per GPU, "
         "tier capital over its amortization or its wear lifetime, whichever is shorter):",
     )
-    lines = [table, section["why"]]
+    lines = [table, *_day_share_lines(sides), section["why"]]
     be = section.get("break_even")
     if be is not None:
         price = be["price_per_gb_to_match"]
@@ -179,6 +184,19 @@ def cost_text(section: dict[str, Any] | None) -> str:
                 line += f": {math.ceil(be['pe_cycles_to_match']):,} P/E cycles"
         lines.append(line)
     return "\n".join(lines)
+
+
+def _day_share_lines(sides: dict[str, dict[str, Any]]) -> list[str]:
+    """Where a side trains part of each day (budget.steps_per_day below what its step
+    allows), why its tier capital per token is more than a 24/7 run's."""
+    return [
+        f"{k.upper()} trains {100 * s['training_share_of_day']:.1f} % of each day "
+        "(budget.steps_per_day against the steps its step allows back to back): its tier "
+        "capital, bought for the calendar (its wear lifetime in days at that pace, or the "
+        "amortization), is carried by those hours alone"
+        for k, s in sides.items()
+        if (s.get("training_share_of_day") or 1.0) < 1.0
+    ]
 
 
 def _money(x: float | None) -> str:

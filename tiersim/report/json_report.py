@@ -345,7 +345,7 @@ def run_report(run: RunView) -> dict[str, Any]:
     }
     if r.steady_state_why is not None:  # a fallback to full simulation, and why
         report["sim"]["steady_state_why"] = r.steady_state_why
-    if r.measured_steps > 1:  # steps that alternate: the step is their mean
+    if r.measured_steps_why is not None:  # steps that alternate (their mean) or settle late
         report["sim"]["measured_steps"] = r.measured_steps
         report["sim"]["measured_steps_why"] = r.measured_steps_why
     return report

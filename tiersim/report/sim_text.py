@@ -48,7 +48,11 @@ def simulated_line(report: dict[str, Any], engine_s: float | None) -> str:
 
 
 def _measured(sim: dict[str, Any]) -> str:
-    """The measured steps: one, or two whose lengths alternate (tiersim.engine.alternating)."""
+    """The measured steps: one, a later one (where the steps settle after the measured one,
+    or the bound on the runs looking for that is reached: its why says which), or two whose
+    lengths alternate (tiersim.engine.alternating)."""
+    if "measured_steps_why" in sim and sim["measured_steps"] == 1:
+        return "a later step measured (sim.measured_steps_why)"
     if sim.get("measured_steps", 1) == 1:
         return "measured"
     return f"{sim['measured_steps']} measured: their lengths alternate, their mean reported"

@@ -345,12 +345,18 @@ def port_table(report: dict[str, Any]) -> str:
         if rows
         else "tier ports: no bytes cross one (nothing moves between tiers)"
     )
-    neck = report["step"].get("bottleneck")
+    st = report["step"]
+    neck = st.get("bottleneck")
     if neck:
+        # the busiest need not be what the step waits on (an async checkpoint's drain runs
+        # beside it): the share the GPU waits on transfers says how much bandwidth bounds it
+        waits = st["exposed_transfer_s"] / st["time_s"] if st["time_s"] > 0 else 0.0
         table += (
             f"\nbusiest (step.bottleneck): the {neck['resource']}, "
             f"{_share(neck['bandwidth_utilization'])} of its bandwidth over the step (bandwidth "
-            "used = bytes / (bandwidth x step time); a link's utilization is the time it is busy)"
+            "used = bytes / (bandwidth x step time); a link's utilization is the time it is "
+            f"busy); the GPU waits on transfers for {_share(waits)} of the step (exposed "
+            "transfer, in the step's table): bandwidth bounds no more of it than that"
         )
     return table
 

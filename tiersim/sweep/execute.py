@@ -22,6 +22,7 @@ from concurrent import futures as cf
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
+from tiersim.core import stops
 from tiersim.core.errors import InputError, Problem
 from tiersim.sweep import handoff
 from tiersim.sweep.dask_address import CONNECT_S, check_address, quiet, reachable
@@ -319,7 +320,9 @@ def run_on_pool(
     SIGINT or SIGTERM stops it as its handler does (KeyboardInterrupt, say), the workers are
     stopped at once, and no signal can land between the pool's opening and its closing's
     certainty, or cut the closing short (see `signals`): one that comes then acts once the
-    pool is closed."""
+    pool is closed. A stop whose exception was dropped (`tiersim.core.stops`) stops it before
+    the pool opens, or as a signal would while it runs (`stream`)."""
+    stops.check()
     gate = Gate()  # holding
     try:
         pool = open_pool(executor, workers, scheduler, folder)
@@ -365,6 +368,7 @@ def stream(
         if len(pending) >= window:
             break
     while pending:
+        stops.check()  # a stop whose exception was dropped (`tiersim.core.stops`) stops it here
         done = pool.wait(set(pending))  # where a signal stops it (or in the caller's code)
         with deferred():  # from here until the caller asks for the next batch: none is lost
             batch = [(pending.pop(future), _outcome(future)) for future in done]

@@ -15,6 +15,7 @@ from dataclasses import field
 from pathlib import Path
 from typing import TextIO
 
+from tiersim.core import stops
 from tiersim.core.records import record
 from tiersim.core.units import fmt_time
 from tiersim.sweep import remote
@@ -99,6 +100,7 @@ def run_sweep(spec: SweepSpec, options: SweepOptions) -> SweepOutcome:
     write_tables(options.out, tidy(table.rows, table.columns))
     timings["tables_s"] = _lap(mark)
     mark = time.perf_counter()
+    stops.check()  # a stop dropped since the points ran: not the plots too (the points are kept)
     plots, unplotted = _plots(options, spec, points, table)
     timings["plots_s"] = _lap(mark)
     reused = len(points) - len(todo) if recorded else 0
@@ -224,6 +226,9 @@ def _first(
         with collector_paused():  # as a worker runs it (a collection is not the point's time)
             result = run_point(tasks[index])
         timed.append((position, point_clock() - start))
+        # a stop whose exception was dropped (`tiersim.core.stops`), or became the point's
+        # error (a SchemaError from a model built as the point ran): the point is not kept
+        stops.check()
         with deferred():  # a signal now acts once the point is kept
             store.commit([result], {result.key: tasks[index].values})
             keys[index] = result.key

@@ -24,8 +24,9 @@ combines again.
 `parallel.overlap_expert_comm` (Megatron-Core's --overlap-moe-expert-parallel-comm, off by
 default): each all-to-all runs beside an adjacent micro-batch's computation of the same
 layer (combined 1F1B pairs one micro-batch's forward with another's backward), so only what
-outlasts that computation blocks, and the computation slows by the SM share the
-communication kernels take (`gpu.collective_sm_share`) while they run.
+outlasts that computation blocks, waited for at that computation's end, and the computation
+slows by the SM share the communication kernels take (`gpu.collective_sm_share`) while they
+run.
 """
 
 from __future__ import annotations
@@ -118,24 +119,31 @@ def expert_comms(r: Resolved, model: Model, index: int) -> dict[str, Comm]:
 
 def overlapped(r: Resolved, comms: dict[str, Comm], forward_s: float, backward_s: float):
     """With `parallel.overlap_expert_comm`: each pass's all-to-alls beside the other pass's
-    computation of the layer (another micro-batch's): the part of their time alone that
-    outlasts it blocks (the flow scaled to it), the rest flows beside the computation (the
-    `_hidden` comms), and the SM share they cost each pass while running.
+    computation of the layer (another micro-batch's). All their bytes flow beside, a flow
+    nothing waits for (the `_hidden` comms, after their own pass); what of each outlasts the
+    computation beside it is waited for at that computation's end: after the forward, the
+    backward's all-to-alls' excess over the forward, after the backward the forward's (a
+    wait that moves no bytes, `_outlasting`). Megatron-Core's combined 1F1B runs a layer's
+    forward node of one micro-batch and backward node of another as a pair, the all-to-all
+    on a communication stream and each pass's next node waiting on its own previous one's
+    event (NVIDIA/Megatron-LM megatron/core/pipeline_parallel/combined_1f1b.py @
+    00caa53af309, "EP A2A in forward step is hidden by the attention/mlp computation in the
+    backward step, and vice versa"; utils.py @ 01415c4d79d4, `stream_acquire_context`): the
+    pair's GPU time is the computation or the all-to-all beside it, whichever is longer, so
+    a faster GPU or link can only shorten it (issue 39). The computation slows by the SM
+    share the communication kernels take while they run beside it.
     Returns (comms, forward_s, backward_s)."""
     if not comms or not r.execution.parallel.overlap_expert_comm:
         return comms, forward_s, backward_s
     share = r.machine.gpu.collective_sm_share
     fwd, bwd = comms["ep_forward"], comms["ep_backward"]
     fwd_alone, bwd_alone = alone_s(r, fwd), alone_s(r, bwd)
-    f_out, b_out = _outlasting(fwd_alone, backward_s), _outlasting(bwd_alone, forward_s)
     out = {
-        "ep_forward": _scaled(fwd, f_out),
-        "ep_backward": _scaled(bwd, b_out),
-        # the rest still crosses the link, beside the other pass: a flow that does not block
-        # (bytes conserved; so a faster GPU or HBM moves bytes from the hidden flow to the
-        # blocking one, never adds any to the link)
-        "ep_forward_hidden": _scaled(fwd, 1.0 - f_out, " (overlapped)"),
-        "ep_backward_hidden": _scaled(bwd, 1.0 - b_out, " (overlapped)"),
+        # keyed by where the schedule puts them: "ep_forward" after the forward computation
+        "ep_forward": _outlasting(bwd, bwd_alone - forward_s, " (outlasting the forward)"),
+        "ep_backward": _outlasting(fwd, fwd_alone - backward_s, " (outlasting the backward)"),
+        "ep_forward_hidden": _beside(fwd),
+        "ep_backward_hidden": _beside(bwd),
     }
     extra_f, extra_b = share * min(fwd_alone, backward_s), share * min(bwd_alone, forward_s)
     return (
@@ -145,17 +153,17 @@ def overlapped(r: Resolved, comms: dict[str, Comm], forward_s: float, backward_s
     )
 
 
-def _outlasting(alone_s: float, beside_s: float) -> float:
-    """The share of a collective's `alone_s` that outlasts the `beside_s` of computation it
-    runs beside: none where it ends first, an all-to-all of no time (unlimited bandwidth, no
-    latency) included."""
-    return 0.0 if alone_s <= beside_s else (alone_s - beside_s) / alone_s
-
-
-def _scaled(c: Comm, fraction: float, named: str = "") -> Comm | None:
-    if fraction <= 0.0:
+def _outlasting(c: Comm, excess_s: float, named: str) -> Comm | None:
+    """The wait for what of `c` outlasts the computation beside it (`excess_s`, none where it
+    ends first, an all-to-all of no time included): its seconds, no bytes (they flow in
+    `_beside`'s flow), so it queues behind no transfer (tiersim/engine/graph.py)."""
+    if excess_s <= 0.0:
         return None
-    return Comm(c.name + named, c.nbytes * fraction, c.latency_s * fraction, c.resource, c.group)
+    return Comm(c.name + named, 0.0, excess_s, c.resource, c.group)
+
+
+def _beside(c: Comm) -> Comm:
+    return Comm(c.name + " (overlapped)", c.nbytes, c.latency_s, c.resource, c.group)
 
 
 def routed_flops_share(r: Resolved, shape) -> float:

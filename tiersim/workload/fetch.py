@@ -7,8 +7,12 @@ becomes its submodules (each matrix with the biases after it), consecutive small
 up to `prefetch_bucket_size` parameters, as the coordinator's prefetch bucket gathers them.
 The layer's compute, bytes and collectives are divided among the parts by parameters (a
 linear layer's FLOPs are proportional to them); its retained activations go with the first
-part (the layer input, held until the layer's last backward); each part's collective pays
-its own latency. FSDP2 fetches per `fully_shard` unit, a layer: no split.
+part (the layer input, held until the layer's last backward); each part's data-parallel
+collective pays its own latency. The layer's tensor-, context- and expert-parallel
+communications are per layer pass however many fetches its parameters take (DeepSpeed's
+MOELayer dispatches and combines once, between its gate and its experts): after the last
+part's forward and the first part's backward (the last the backward reaches).
+FSDP2 fetches per `fully_shard` unit, a layer: no split.
 
 Memory-centric tiling (ZeRO-Infinity §5.1.3, TiledLinear): an operator whose weights and
 gradients do not fit in GPU memory beside the workspace, a micro-batch of activations and
@@ -100,6 +104,8 @@ def split_unit(unit, parts: list[int], name_of) -> list:
             cp_forward_hidden=unit.cp_forward_hidden if last else None,
             cp_backward=unit.cp_backward if first else None,
             cp_backward_hidden=unit.cp_backward_hidden if first else None,
+            ep_forward=unit.ep_forward if last else None,
+            ep_backward=unit.ep_backward if first else None,
             ep_forward_hidden=unit.ep_forward_hidden if last else None,
             ep_backward_hidden=unit.ep_backward_hidden if first else None,
         )

@@ -48,3 +48,4 @@ class Unit:
     cp_backward: Comm | None = None
     cp_forward_hidden: Comm | None = None  # ... and what flows beside the attention blocks
     cp_backward_hidden: Comm | None = None
+    expert_homed: Mapping[str, int] | None = None  # the routed experts' part of `homed`

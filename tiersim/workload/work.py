@@ -108,10 +108,11 @@ def _timed(r: Resolved, model, is_layer: bool, ends: tuple[bool, bool], timed: d
     return timed[key]
 
 
-def _homed(r: Resolved, mats, padded: int | None) -> tuple[dict[str, int], float, int, int]:
+def _homed(r: Resolved, mats, padded: int | None) -> tuple[dict, dict, float, int, int]:
     """Bytes homed per GPU of each per-parameter class (dense state sharded over the data-
-    parallel group, routed experts' over their expert-data-parallel part), the parameters the
-    optimizer updates here, and the routed experts' parameters and gradient bytes."""
+    parallel group, routed experts' over their expert-data-parallel part) and the experts'
+    part of them, the parameters the optimizer updates here, and the routed experts'
+    parameters and gradient bytes."""
     shard = sharded_classes(r.execution.parallel)
     dense_div, expert_div = shard_divisors(r.execution.parallel)
     dense, experts = [m for m in mats if not m.expert], [m for m in mats if m.expert]
@@ -124,12 +125,8 @@ def _homed(r: Resolved, mats, padded: int | None) -> tuple[dict[str, int], float
     updated = float(p_dense + p_experts)
     if shard["optimizer"]:
         updated = p_dense / dense_div + p_experts / expert_div
-    return (
-        homed,
-        updated,
-        p_experts,
-        raw_parameter_bytes(r.execution.training, experts)["gradients"],
-    )
+    expert_g = raw_parameter_bytes(tr, experts)["gradients"]
+    return homed, expert_b, updated, p_experts, expert_g
 
 
 def _unit(
@@ -148,7 +145,7 @@ def _unit(
     tr, unit = r.execution.training, "layer" if is_layer else "rest"
     prec, params = tr.precision, sum(m.size for m in mats)
     padded = None if part else fsdp2_padded_values(tr, r.execution.parallel, model, unit)
-    homed, updated, expert_params, expert_g = _homed(r, mats, padded)
+    homed, expert_homed, updated, expert_params, expert_g = _homed(r, mats, padded)
     compute_bytes = PRECISION_BYTES[prec.compute_precision]
     w_full = params * compute_bytes  # the copy compute uses
     g_full = raw_parameter_bytes(tr, mats)["gradients"]
@@ -162,7 +159,6 @@ def _unit(
     gpu_opt = max(_optimizer_times(r, gpu_touched, updated)[0], _update_flops_s(r, mats, updated))
     tensors = partition_tensors(r, mats, is_layer and not part, updated / params if params else 0)
     cpu_opt = cpu_update_s(r, r.execution.offload, updated, touched, tensors)
-    fwd, bwd, rec = _timed(r, model, is_layer, ends, {} if timed is None else timed)
     return Unit(
         name,
         params,
@@ -172,14 +168,13 @@ def _unit(
         g_update,
         w_updated,
         acts,
-        fwd,
-        bwd,
-        rec,
+        *_timed(r, model, is_layer, ends, {} if timed is None else timed),  # fwd, bwd, rec
         gpu_opt if params else 0.0,
         cpu_opt if params else 0.0,
         expert_weights_full=expert_params * compute_bytes,
         muon_values=sum(o * i for o, i in ds_muon.shapes_of(r, mats)),
         expert_gradients_full=expert_g,
+        expert_homed=expert_homed if expert_params else None,
         **(comms or {}),
     )
 

@@ -101,6 +101,9 @@ def load_side(path: Path, overrides: list[str]) -> tuple[str, Any, dict[str, Any
     label = shlex.join([str(path), *(x for o in overrides for x in ("--set", o))])
     if path.is_dir():
         loaded, report = _folder(path, overrides)
+    elif not path.exists():  # either kind compare takes: say both
+        why = f"not found (expected a scenario file or a results folder, at {path.absolute()})"
+        raise InputError(str(path), [Problem("", why, "E-FILE")])
     else:
         loaded, report = load_scenario(path, overrides, SET_FLAGS), None
     check(loaded)  # what validate refuses (a plan: section too), refused: the one rulebook

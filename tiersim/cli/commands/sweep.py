@@ -17,7 +17,7 @@ from tiersim.cli.commands.common import (
     usable_folder,
 )
 from tiersim.cli.stopping import EXIT_INTERRUPTED, EXIT_TERMINATED, Terminated, stop_taken
-from tiersim.core import limits
+from tiersim.core import limits, stops
 from tiersim.core.errors import BUG_REPORT, InputError, Problem, one_line
 
 if TYPE_CHECKING:  # annotations only: the heavy modules load when a command runs
@@ -126,9 +126,14 @@ def run(args: argparse.Namespace) -> int:
             f"note: --resume: {one_line(str(out))} holds no sweep yet ({LOG_NAME}); starting fresh",
             file=sys.stderr,
         )
+    stops.check()  # before its folder is made: a stop dropped until now (`stops`) stops it here
     # from the moment its folder is made, however it stops, the sweep says what it kept
     try:
-        return _sweep(args, spec, out, workers, where)
+        try:
+            return _sweep(args, spec, out, workers, where)
+        except Exception:
+            stops.check()  # a stop whose exception became another (see `tiersim.cli`)
+            raise
     except SweepAborted as exc:
         end_open_lines()  # the progress bar's line, left open on a terminal
         return _stopped(out, f"tiersim: sweep stopped: {exc}", EXIT_ABORTED)

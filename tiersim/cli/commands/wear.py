@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -295,12 +296,16 @@ def _budget_rows(a: Assessment) -> list[tuple[str, str]]:
     if r is None:
         return rows
     g, top = r.grad_accumulation, steps_per_day_cap(r.max_steps_per_day)
+    # the remedy's auto checkpoint in a row of its own: in the cell it made the column as
+    # wide as the sentence, and the figure sat under the columns beside it
+    short = None if g is None else dataclasses.replace(g, checkpoint_steps=None)
     rows += [
         ("fits at steps / day", "-" if top is None else f"<= {top} steps/day"),
         (
             "fits at grad_accumulation",
-            "-" if g is None else grad_accumulation_fix(g, implied_global_batch(r)),
+            "-" if g is None else grad_accumulation_fix(short, implied_global_batch(r)),
         ),
+        *_remedy_checkpoint_rows(g),
         (
             "fits at capacity",
             "-" if r.capacity_bytes is None else f">= {bytes_rounded_up(r.capacity_bytes)}",
@@ -309,6 +314,14 @@ def _budget_rows(a: Assessment) -> list[tuple[str, str]]:
         ("fits moving off", ", ".join(r.move_off) or "-"),
     ]
     return rows
+
+
+def _remedy_checkpoint_rows(g) -> list[tuple[str, str]]:
+    """The accumulation remedy's auto checkpoint, if any, in a row of its own."""
+    from tiersim.report.wear import remedy_checkpoint
+
+    auto = "" if g is None else remedy_checkpoint(g)
+    return [("  then the auto checkpoint", auto)] if auto else []
 
 
 def wear_table(assessed: dict[str, Assessment]) -> str:

@@ -1,0 +1,36 @@
+"""What the configs leave unsaid that a scenario needs, checked once the `--set` values are
+applied (a `--set` may give it): the model's vocabulary where a Megatron-LM tokenizer does not
+say it (refused: exit 2) and the sequence length where no config gives one (noted: a DeepSpeed
+config has no such key, so the scenario's default, the model's max_positions, is taken, and a
+Hugging Face config's max_position_embeddings can be far longer than the run's sequences).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tiersim.core.errors import InputError, Problem
+
+
+def unsaid(raw: dict[str, Any], facts: dict[str, Any], notes: list) -> None:
+    _vocab_known(raw, facts)
+    training = raw.get("training")
+    if not isinstance(training, dict) or training.get("seq_len") is None:
+        why = (
+            "no config gives it (a DeepSpeed config has no sequence length): the scenario's "
+            "default, the model's max_positions, else 2048 (expected --set training.seq_len=N, "
+            "the length the run trains at)"
+        )
+        notes.append(("training.seq_len", Problem("", why, "W-IMPORT-ASSUMED")))
+
+
+def _vocab_known(raw: dict[str, Any], facts: dict[str, Any]) -> None:
+    """A Megatron tokenizer whose vocabulary the script does not give: refused unless a --set
+    gave model.vocab (review 2026-12-07-i: the message named --vocab-size and --hf-config, and
+    --set model.vocab=N, the scenario's own key, was refused with it)."""
+    unknown = facts.get("vocab_unknown")
+    model = raw.get("model")
+    if unknown is None or (isinstance(model, dict) and ("vocab" in model or "hf_config" in model)):
+        return
+    source, exc = unknown
+    raise InputError(source, [Problem(exc.key, exc.why, "E-IMPORT-VALUE")])
