@@ -130,7 +130,10 @@ def test_a_goodput_below_one_never_reads_100_percent():
         "goodput": interval_s / (interval_s + stall_s),  # 0.9999760
     }
     (line,) = checkpoint_lines(ck, 8.2666)
-    assert line.endswith("no failure rate set (failures.mtbf): goodput 99.998 % counts stalls only")
+    assert line.endswith(
+        "no failure rate set (failures.mtbf or failures.gpu_mtbf): "
+        "goodput 99.998 % counts stalls only"
+    )
     assert fmt_goodput(0.97198) == "97.20 %"  # two decimals where they tell it from 100 %
     assert fmt_goodput(0.9999972) == "99.9997 %"
     assert fmt_goodput(1.0) == "100 %"  # no stall, no failure: exactly

@@ -175,7 +175,8 @@ def test_checkpoint_line_says_when_no_failure_rate_is_set(tmp_path, capsys):
     assert main(["run", str(scenario), "--out", str(tmp_path)]) == 0
     stalls_only = json.loads((tmp_path / "report.json").read_text())["checkpoint"]["goodput"]
     assert (
-        f"no failure rate set (failures.mtbf): goodput {100 * stalls_only:.4g} % counts stalls"
+        "no failure rate set (failures.mtbf or failures.gpu_mtbf): "
+        f"goodput {100 * stalls_only:.4g} % counts stalls"
         " only" in capsys.readouterr().out
     )
     sets = ["--set", "failures.mtbf=1 h"]

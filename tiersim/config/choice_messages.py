@@ -9,10 +9,13 @@ from typing import Any
 
 def closest(code: str, msgs: list[str], value: Any) -> str:
     """' (did you mean 'megatron'?)' after a choice refused for a value close to one (a typo,
-    another case: 'megatorn', 'AdamW'), as an unknown key gets; '' where none is close."""
+    another case: 'megatorn', 'AdamW'; 'atuo' where a number or 'auto' is taken), as an
+    unknown key gets; '' where none is close."""
     import difflib  # a name refused: a valid file never needs it
 
-    if code != "E-CHOICE" or not (isinstance(value, str) or value is None):
+    # E-TYPE: a union of a number and a word ('auto') refuses a word as a type, still a choice
+    chosen = code == "E-CHOICE" and (isinstance(value, str) or value is None)
+    if not chosen and not (code == "E-TYPE" and isinstance(value, str)):
         return ""
     names = [n.strip("'") for m in msgs for n in _CHOICE.findall(_GOT.sub("", m))]
     if value is None:  # YAML's null (or ~) where the key has a choice spelt 'none'

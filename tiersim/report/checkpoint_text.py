@@ -9,6 +9,9 @@ from typing import Any
 from tiersim.core.units import fmt_bytes, fmt_time
 from tiersim.report.wear import fmt_days
 
+# either key sets the failure rate: the job's MTBF, or one GPU's (divided by the GPUs)
+_RATE_KEYS = "failures.mtbf or failures.gpu_mtbf"
+
 
 def checkpoint_lines(ck: dict[str, Any], step_s: float) -> list[str]:
     """The checkpoint's sentence, then one for each flash tier with no budget that its `auto`
@@ -38,7 +41,7 @@ def _checkpoint_line(ck: dict[str, Any], step_s: float) -> str:
     )
     if ck.get("mtbf_s") is None:
         stalls = "" if ck.get("goodput") is None else f" {fmt_goodput(ck['goodput'])}"
-        return line + f"; no failure rate set (failures.mtbf): goodput{stalls} counts stalls only"
+        return line + f"; no failure rate set ({_RATE_KEYS}): goodput{stalls} counts stalls only"
     goodput = "-" if ck["goodput"] is None else fmt_goodput(ck["goodput"])
     line += f", goodput {goodput} (job MTBF {fmt_time(ck['mtbf_s'])})"
     best, at_best = ck.get("optimal_interval_steps"), ck.get("goodput_at_optimum")

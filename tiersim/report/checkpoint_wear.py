@@ -43,26 +43,32 @@ def unbudgeted_wear(
             "rated_lifetime_days": w["rated_lifetime_days"],
             "warranty_days": e.warranty / DAY_S if e and e.warranty else None,
         }
-        entry["note"] = _note(name, entry, w.get("rated_total_bytes_written"))
+        entry["note"] = wear_note(name, entry, w.get("rated_total_bytes_written"))
         out[name] = entry
     return out or None
 
 
-def _note(tier: str, e: dict[str, Any], rated_bytes: float | None) -> str:
+def wear_note(tier: str, e: dict[str, Any], rated_bytes: float | None) -> str:
     """E.g. "auto interval with no wear budget on nvme: checkpointing every 3 steps, nvme
     takes 209.89 TB/day of writes (27.33 drive writes/day, rated 1) and its rated 14.02 PB
     written runs out in 66.78 days, short of its 5-year warranty; auto weighs wear only
     against a budget: set budget.nvme.lifetime (e.g. 5 years) to get the best-goodput
-    interval within it" ("every step" for one)."""
+    interval within it" ("every step" for one). Where the tier also holds classes the step
+    writes, the checkpoints' share is named: the wear is the tier's, not theirs alone."""
     n = e["interval_steps"]
     dwpd = f"{e['drive_writes_per_day']:.4g} drive writes/day"
     if e["rated_drive_writes_per_day"] is not None:
         dwpd += f", rated {e['rated_drive_writes_per_day']:.4g}"
     per_day = fmt_bytes(e["host_bytes_written_per_day"])
+    ours = e["checkpoint_bytes_written_per_day"]
+    if ours < e["host_bytes_written_per_day"]:  # the tier holds written classes too
+        per_day += f"/day of writes, {fmt_bytes(ours)}/day of them the checkpoints'"
+    else:
+        per_day += "/day of writes"
     line = (
         f"auto interval with no wear budget on {tier}: checkpointing every "
         f"{'step' if n == 1 else f'{n:,} steps'}, "
-        f"{tier} takes {per_day}/day of writes ({dwpd}) and "
+        f"{tier} takes {per_day} ({dwpd}) and "
     )
     cycles, rated = e["pe_lifetime_days"], e["rated_lifetime_days"]
     if rated is not None and (cycles is None or rated < cycles):
