@@ -302,6 +302,10 @@ def checkpoint_section(
         "interval_s": None if steps is None else steps * step_s,
         "bytes": cost.bytes,
         "write_s": cost.write_s,
+        # from its first copy's start to its last byte durable: an async snapshot of a unit
+        # updated early begins before the state is fixed (span_s > write_s), one waiting for
+        # the previous drain after it (span_s < write_s)
+        "span_s": cost.write_s if cost.span_s is None else cost.span_s,
         "stall_s": cost.stall_s,
         "read_back_s": cost.read_back_s,
         "restart_s": cost.restart_s,

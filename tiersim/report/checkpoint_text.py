@@ -35,8 +35,8 @@ def _checkpoint_line(ck: dict[str, Any], step_s: float) -> str:
         every += f", {basis[ck['interval_basis']]}"
     line = (
         f"Checkpoint ({ck['mode']} to {ck['target']}, {every}): {fmt_bytes(ck['bytes'])} per "
-        f"GPU, durable {fmt_time(ck['write_s'])} after its step's update, training stalls "
-        f"{fmt_time(ck['stall_s'])}; "
+        f"GPU, durable {fmt_time(ck['write_s'])} after its step's update{_span(ck)}, "
+        f"training stalls {fmt_time(ck['stall_s'])}; "
         f"recovery {fmt_time(ck['recovery_s'] or 0)}{_recovery_parts(ck)}"
     )
     if ck.get("mtbf_s") is None:
@@ -61,6 +61,16 @@ def _checkpoint_line(ck: dict[str, Any], step_s: float) -> str:
             line += f" ({ck['target']} then {at_opt['drive_writes_per_day']:.3g} drive writes/day, "
             line += _wear_out(at_opt["pe_lifetime_days"], at_opt["rated_lifetime_days"]) + ")"
     return line
+
+
+def _span(ck: dict[str, Any]) -> str:
+    """Where its copies began before its step's update was over (an async snapshot of a unit
+    updated early), how long they ran: what its bytes over the target's write bandwidth
+    bound, not the time from the update."""
+    span = ck.get("span_s")
+    if span is None or span <= ck["write_s"] or fmt_time(span) == fmt_time(ck["write_s"]):
+        return ""
+    return f" (its copies ran {fmt_time(span)} from the first snapshot)"
 
 
 def fmt_goodput(goodput: float) -> str:
