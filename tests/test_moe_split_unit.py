@@ -78,14 +78,19 @@ def test_the_engine_moves_each_all_to_all_once_on_a_split_layer(recompute, calls
 
 def test_a_split_layers_overlapped_all_to_alls_once_too():
     # parallel.overlap_expert_comm: the bytes flow beside the other pass (the `(overlapped)`
-    # flows), one a layer pass, 229,376 B in all as without the overlap; the waits for what
-    # outlasts the computation beside them move no bytes
+    # flows), one a layer pass, except the first micro-batch's forward and the last's
+    # backward, which run alone, their own all-to-alls blocking (no pipelining: issue 39):
+    # 4 layers x (2 micro-batches x 2 passes - 2 alone) beside, 4 x 2 blocking, 229,376 B
+    # in all as without the overlap; the waits for what outlasts the computation beside
+    # them move no bytes
     raw = _split("none")
     raw["parallel"]["overlap_expert_comm"] = True
     told = _Told()
     simulate(scenario(raw), recorder=told)
-    beside = [op for op in told.ops if op.subject == "expert" and "(overlapped)" in op.label]
-    assert len(beside) == 4 * 2 * 2
-    assert sum(op.nbytes for op in beside) == ONE * 4 * 4 * 2 == 229_376
+    ep = [op for op in told.ops if op.subject == "expert" and op.label.startswith("ep ")]
+    expert = [op for op in ep if op.nbytes > 0]
+    beside = [op for op in expert if "(overlapped)" in op.label]
+    assert len(beside) == 4 * (2 * 2 - 2) and len(expert) - len(beside) == 4 * 2
+    assert sum(op.nbytes for op in expert) == ONE * 4 * 4 * 2 == 229_376
     waits = [op for op in told.ops if op.subject == "expert" and "(outlasting" in op.label]
     assert len(waits) <= 4 * 2 * 2 and all(op.nbytes == 0 for op in waits)

@@ -20,13 +20,14 @@ from tiersim.engine.schedule_offload import (
     host_accumulates,
     host_accumulation,
 )
+from tiersim.workload.experts import alone_unit
 from tiersim.workload.pipeline import stage_schedule
 
 # the kinds and roles of the passes' ops, looked up once: an enum member is a class attribute
 GPU, SYNC = OpKind.GPU, OpKind.SYNC
 FORWARD, RECOMPUTE, BACKWARD = Role.FORWARD, Role.RECOMPUTE, Role.BACKWARD
 FACTS = (  # what TrainingPasses.__init__ works out from the context, never changed after
-    "c units first_stage homes is_streamed keeps offloads reads_back scatters gradients_stay "
+    "c units alone first_stage homes is_streamed keeps offloads reads_back scatters gradients_stay "
     "last_microbatch forward_alloc backward_alloc in_stream host_adds blocking_out reduce_kind"
 )
 
@@ -44,7 +45,7 @@ class TrainingPasses:
         self.order_starts: list[list[int]] = []
         # what every micro-batch asks of the context and the units, worked out once
         n = len(c.wl.units)
-        self.units = c.wl.units
+        self.units, self.alone = c.wl.units, [alone_unit(u) for u in c.wl.units]  # MoE's
         self.first_stage = c.wl.stage == 0
         self.homes = [c.home_of(u) for u in range(n)]
         self.is_streamed = [self._streamed(u) for u in range(n)]
@@ -185,7 +186,7 @@ class TrainingPasses:
             self.ops.free_after(at, self.c.gpu, unit.weights_full)
 
     def forward(self, u: int, mb: int, step: int) -> int:
-        unit = self.units[u]
+        unit = self.alone[u] if mb == 0 else self.units[u]
         ops = self.ops
         if self.keeps[u]:
             w, held = self._gather_kept(u, step, mb), False
@@ -247,7 +248,7 @@ class TrainingPasses:
         return op
 
     def backward(self, u: int, mb: int, step: int, offloaded: int | None) -> int:
-        unit, ops = self.units[u], self.ops
+        unit, ops = self.alone[u] if mb == self.last_microbatch else self.units[u], self.ops
         streamed = self.is_streamed[u]  # else the weights stay put: no fetch, no release
         if self.keeps[u]:  # still whole from the forward: no all-gather
             streamed, (w, held) = False, (self.kept[u][0], False)

@@ -36,9 +36,11 @@ FORWARD, RECOMPUTE, BACKWARD, COLLECTIVE = (
 
 def applies(passes: Any) -> bool:
     """Whether every op of `passes`' forwards and backwards stays in GPU memory and on its
-    stream as far as placement goes (`build` may then make them)."""
+    stream as far as placement goes (`build` may then make them), and every micro-batch's
+    pass of a unit has one shape (no MoE pass alone: workload/experts.py `alone_unit`)."""
     return ENABLED and not (
         passes.in_stream
+        or any(u.ep_alone is not None for u in passes.units)
         or any(passes.is_streamed)
         or any(passes.keeps)
         or any(passes.offloads)

@@ -68,6 +68,7 @@ def step_bound(res: Resolved, wl: Workload, runs=None) -> StepBound:
     them (else each unit is a run of one)."""
     m = wl.micro_batches
     compute = m * sum(u.forward_s + u.backward_s + u.recompute_s for u in wl.units)
+    compute -= sum(sum(u.ep_alone[2:]) for u in wl.units if u.ep_alone)  # passes alone: unslowed
     on_gpu = res.execution.placement.optimizer_compute == "gpu"
     optimizer = sum(u.optimizer_gpu_s if on_gpu else u.optimizer_cpu_s for u in wl.units)
     compute += wl.bubble_s  # the stream waits on the other pipeline stages as long
@@ -148,7 +149,8 @@ def _exposed_update_s(res: Resolved, wl: Workload) -> float | None:
     if res.execution.training.optimizer_step != "synchronous":
         return None
     m, units = wl.micro_batches, wl.units
-    start = m * sum(u.forward_s for u in units)
+    start = m * sum(u.forward_s for u in units)  # the first alone, unslowed (experts.py)
+    start -= sum(u.ep_alone[2] for u in units if u.ep_alone)
     if res.execution.parallel.virtual_pipeline == 1:
         start += (m - 1) * sum(u.backward_s + u.recompute_s for u in units)
     machine, placement = res.machine, res.execution.placement

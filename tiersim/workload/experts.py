@@ -26,11 +26,13 @@ default): each all-to-all runs beside an adjacent micro-batch's computation of t
 layer (combined 1F1B pairs one micro-batch's forward with another's backward), so only what
 outlasts that computation blocks, waited for at that computation's end, and the computation
 slows by the SM share the communication kernels take (`gpu.collective_sm_share`) while they
-run.
+run. Without pipelining the first micro-batch's forward and the last one's backward run alone,
+their own all-to-alls blocking, unslowed (`alone_unit`); one micro-batch overlaps nothing.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from typing import TYPE_CHECKING
 
 from tiersim.config.mesh import Mesh
@@ -131,7 +133,10 @@ def overlapped(r: Resolved, comms: dict[str, Comm], forward_s: float, backward_s
     backward step, and vice versa"; utils.py @ 01415c4d79d4, `stream_acquire_context`): the
     pair's GPU time is the computation or the all-to-all beside it, whichever is longer, so
     a faster GPU or link can only shorten it (issue 39). The computation slows by the SM
-    share the communication kernels take while they run beside it.
+    share the communication kernels take while they run beside it. Without pipelining the
+    first micro-batch's forward and the last's backward have no pass beside them: "executed
+    alone, no a2a overlapping" (`combined_1f1b_schedule_for_no_pipelining`, same file; phase
+    k pairs micro-batch k's backward with k + 1's forward): `ep_alone` holds their shape.
     Returns (comms, forward_s, backward_s)."""
     if not comms or not r.execution.parallel.overlap_expert_comm:
         return comms, forward_s, backward_s
@@ -146,11 +151,43 @@ def overlapped(r: Resolved, comms: dict[str, Comm], forward_s: float, backward_s
         "ep_backward_hidden": _beside(bwd),
     }
     extra_f, extra_b = share * min(fwd_alone, backward_s), share * min(bwd_alone, forward_s)
+    if r.execution.parallel.pipeline == 1:  # pipelined: each pass paired (not read further)
+        out["ep_alone"] = (fwd, bwd, extra_b, extra_f)
     return (
         {k: c for k, c in out.items() if c is not None},
         forward_s + extra_b,
         backward_s + extra_f,
     )
+
+
+def alone_unit(u):
+    """Unit `u` as the pass that runs alone runs it (`overlapped`): its own all-to-alls
+    blocking after it, none beside it, its computation without the SM-share slowdown (the
+    paired pass's slowdowns taken off its times, which later layers may have added to);
+    `u` itself where no pass runs alone."""
+    if u.ep_alone is None:
+        return u
+    fwd, bwd, slow_f, slow_b = u.ep_alone
+    return dataclasses.replace(
+        u,
+        forward_s=u.forward_s - slow_f,
+        backward_s=u.backward_s - slow_b,
+        ep_forward=fwd,
+        ep_backward=bwd,
+        ep_forward_hidden=None,
+        ep_backward_hidden=None,
+        ep_alone=None,
+    )
+
+
+def alone_split(alone: tuple | None, share: float, forward: bool, backward: bool):
+    """`ep_alone` of a part of a split layer (work.py `_layer_units`, fetch.py
+    `split_unit`): its `share` of the slowdowns, the forward's and the backward's
+    all-to-alls where the part carries them (`forward`, `backward`)."""
+    if alone is None:
+        return None
+    fwd, bwd, slow_f, slow_b = alone
+    return (fwd if forward else None, bwd if backward else None, slow_f * share, slow_b * share)
 
 
 def _outlasting(c: Comm, excess_s: float, named: str) -> Comm | None:

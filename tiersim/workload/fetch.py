@@ -30,6 +30,7 @@ from tiersim.config.framework import OffloadPlan
 from tiersim.core.records import record
 from tiersim.state.model import Matrix
 from tiersim.workload.comms import Comm
+from tiersim.workload.experts import alone_split
 
 if TYPE_CHECKING:
     from tiersim.state.resolved import Resolved
@@ -108,6 +109,7 @@ def split_unit(unit, parts: list[int], name_of) -> list:
             ep_backward=unit.ep_backward if first else None,
             ep_forward_hidden=unit.ep_forward_hidden if last else None,
             ep_backward_hidden=unit.ep_backward_hidden if first else None,
+            ep_alone=alone_split(unit.ep_alone, f, last, first),
         )
         out.append(dataclasses.replace(unit, **changes))
         lo = hi

@@ -42,6 +42,10 @@ class Unit:
     # ... with overlap_expert_comm, the part hidden beside the other pass: flows, not blocking
     ep_forward_hidden: Comm | None = None
     ep_backward_hidden: Comm | None = None
+    # ... and the pass that runs alone without pipelining (the first micro-batch's forward,
+    # the last's backward: experts.alone_unit): its blocking all-to-alls (forward, backward)
+    # and the SM-share slowdowns the paired passes carry (forward's, backward's)
+    ep_alone: tuple[Comm | None, Comm | None, float, float] | None = None
     home: Mapping[str, str] | None = None  # the unit's own home of each class (a layer's
     # routed experts placed apart: placement.experts); None: the scenario's homes
     cp_forward: Comm | None = None  # context parallelism's exchange that blocks, per mb

@@ -48,7 +48,7 @@ from tiersim.workload.comms import (
 from tiersim.workload.context import context_comms
 from tiersim.workload.cpu_optimizer import cpu_update_s, partition_tensors
 from tiersim.workload.data_parallel import data_comms
-from tiersim.workload.experts import expert_comms, overlapped, routed_flops_share
+from tiersim.workload.experts import alone_split, expert_comms, overlapped, routed_flops_share
 from tiersim.workload.fetch import fetch_units
 from tiersim.workload.fsdp_exposure import with_fsdp_overheads
 from tiersim.workload.optimizer_bytes import mixed_precision_bytes
@@ -200,10 +200,15 @@ def _layer_units(r: Resolved, model, index: int, shape, mats, ends, timed: dict)
     experts = _unit(r, shape, f"L{index}.experts", routed, True, ends, 0, comms, part=True)
     share = routed_flops_share(r, shape)
     times = ("forward_s", "backward_s", "recompute_s")
-    rest = dataclasses.replace(rest, **{t: getattr(whole, t) * (1 - share) for t in times})
+    rest = dataclasses.replace(
+        rest,
+        ep_alone=alone_split(whole.ep_alone, 1 - share, False, False),
+        **{t: getattr(whole, t) * (1 - share) for t in times},
+    )
     experts = dataclasses.replace(
         experts,
         home=expert_homes(r.execution.placement, r.machine),
+        ep_alone=alone_split(whole.ep_alone, share, True, True),
         **{t: getattr(whole, t) * share for t in times},
     )
     return [rest, experts]
