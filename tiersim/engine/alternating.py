@@ -22,10 +22,15 @@ not extrapolated as if its steps repeated (tiersim.engine.simulate refuses it: `
 Where the two agree the steps may not have settled yet: seed 43 case 64 (FSDP ZeRO-3,
 `pipeline: 2` with stages of 3 and 1 layers, the pipelined update writing the master back
 to HBF) runs steps 1 to 3 of 283.839 us, their parts 279.666 us, and step 4 of 282.549 us,
-its parts filling it. So the steps are measured on, a run one step longer each, until a
-step's parts fill it (that step reported: `settle`) or two that alternate fill theirs, at
-most `SETTLE_RUNS` runs; at the bound the first two that alternate are reported, else the
-last step, the report saying so (`sim.measured_steps_why`). With a checkpoint the run as
+its parts filling it, and steps 5 on of 281.753 us, theirs filling them: step 4 is the
+one where the GPU's chain (279.666 us a step alone) first waits on the HBF write port's
+(layer 2's update, `prefetch_depth: 2` units behind the first, fetching its master only
+once the first unit's write-back is done: tiersim.engine.schedule_optimizer). So the
+steps are measured on, a run one step longer each, until a step and the one before it
+last as long with the parts of both filling them (the later reported: `settle`) or two
+that alternate fill theirs where the first alone does not, at most `SETTLE_RUNS` runs; at
+the bound the last step where its parts fill it, else the first two that alternate, else
+the last step, the report saying so (`sim.measured_steps_why`). With a checkpoint the run as
 configured is run again with that step's warm-up steps (`warmed_up`: tiersim.engine.simulate),
 so that the checkpoint is measured after the step reported.
 
@@ -59,10 +64,11 @@ from tiersim.state.resolved import Resolved
 PARTS_REL = 1e-9
 MEASURED = 2  # steps a step that alternates is measured over
 # the most runs, each one step longer, that measure the steps after a step whose sign fires
-# (`measured_over_two`): seed 43 case 64 of benchmarks/explore_wide.py settles in 3 (its
-# steps 1 to 3 unfilled, step 4 filled); the bound keeps a step that never settles from
-# costing more than about SETTLE_RUNS runs of its length again
-SETTLE_RUNS = 4
+# (`measured_over_two`): seed 43 case 64 of benchmarks/explore_wide.py settles in 5 (its
+# steps 1 to 3 unfilled, step 4 filled, steps 5 on filled and alike, the runs of 4 to 8
+# steps measuring steps 1 to 6); the bound keeps a step that never settles from costing
+# more than about SETTLE_RUNS runs of its length again
+SETTLE_RUNS = 5
 
 
 def gap(res: Resolved, r: StepResult) -> float:
@@ -121,10 +127,11 @@ def measured_over_two(
     parts do not fill it (`unfilled`) or a tier port's bytes overfill it (`overdrawn`): in
     runs one step longer each (`run`: tiersim.engine.runs.Runs), at most `SETTLE_RUNS`, until
     a step and the step after it alternate with parts filling both (their mean, `settle`)
-    or the step after it has parts that fill it (`settled`). At the bound, the first two
-    that alternate, their mean (as where the alternation decays: its period more nearly
-    than one step), else the last step measured, saying so. None where no sign fires or no
-    longer run is within the limit."""
+    or last as long with parts filling each (`settled`). At the bound, the last step
+    measured where its parts fill it (its steps still changing), else the first two that
+    alternate, their mean (as where the alternation decays: its period more nearly than one
+    step), else the last step measured, saying so. None where no sign fires or no longer
+    run is within the limit."""
     signs = unfilled(res, first, measured) or overdrawn(res, first, measured)
     if not signs:
         return None
@@ -141,8 +148,10 @@ def measured_over_two(
     if last is None:  # no longer run within simulation.max_layer_passes: measured over one
         return None
     k = measured + last.steps_simulated - steps  # the last step measured
-    words = unsettled(first, measured, pair or last, k, pair is not None)
-    return replaced(pair or last, events=events, wall_s=wall, measured_steps_why=words)
+    filled = not (unfilled(res, last, k) or overdrawn(res, last, k))
+    reported = last if filled or pair is None else pair
+    words = unsettled(first, measured, reported, k, reported is pair, filled)
+    return replaced(reported, events=events, wall_s=wall, measured_steps_why=words)
 
 
 def _steps_of(res: Resolved, setup: RunSetup, ran: tuple) -> Measure:
@@ -161,24 +170,35 @@ def settle(res: Resolved, one: Measure, step: int, steps: int, since: tuple[int,
     """Step `step` and the one after it, of a run of `steps` steps (`one` measures a step;
     `since`: the step first measured and its length, for the report's words): the step to
     report, the step after as measured and the two's mean where they alternate (each with
-    `steps_simulated` the run's). The step to report: their mean where they alternate and
-    its parts fill it; else the step after where its parts fill it (and no port overfills
-    it): the steps have settled; else None."""
+    `steps_simulated` the run's). The step to report: their mean where they alternate, the
+    first's parts (or ports) not filling it and the mean's filling it; else the step after
+    where both steps' parts fill them (and no port overfills either) and they last as long:
+    the steps have settled; else None. One step whose parts fill it is not enough: seed 43
+    case 64's step 4 does (282.549 us), the step where its steps settle into 281.753 us."""
     a, b = one(step), one(step + 1)
-    after = replaced(b[0], steps_simulated=steps)
-    clock, mean = a[0].time_s * steps, None
-    if alternate((a[0].time_s, b[0].time_s), a[0].events, clock):
-        mean = replaced(
-            mean_of(a, b),
-            steps_simulated=steps,
-            measured_steps=MEASURED,
-            measured_steps_why=why(a[0].time_s, b[0].time_s, step),
-        )
-        if not unfilled(res, mean, step):
-            return mean, after, mean
-    if unfilled(res, after, step + 1) or overdrawn(res, after, step + 1):
-        return None, after, mean
-    return replaced(after, measured_steps_why=settled(since, step + 1, b[0].time_s)), after, mean
+    before, after = (replaced(r[0], steps_simulated=steps) for r in (a, b))
+    fills = [
+        not (unfilled(res, r, k) or overdrawn(res, r, k))
+        for r, k in ((before, step), (after, step + 1))
+    ]
+    clock = a[0].time_s * steps
+    if not alternate((a[0].time_s, b[0].time_s), a[0].events, clock):
+        if all(fills):
+            return (
+                replaced(after, measured_steps_why=settled(since, step + 1, b[0].time_s)),
+                after,
+                None,
+            )
+        return None, after, None
+    mean = replaced(
+        mean_of(a, b),
+        steps_simulated=steps,
+        measured_steps=MEASURED,
+        measured_steps_why=why(a[0].time_s, b[0].time_s, step),
+    )
+    if not fills[0] and not unfilled(res, mean, step):
+        return mean, after, mean
+    return None, after, mean
 
 
 def later_step(res: Resolved, two: StepResult | None, measured: int) -> int | None:
@@ -263,27 +283,36 @@ def why(a: float, b: float, measured: int) -> str:
 
 
 def settled(since: tuple[int, float], step: int, length: float) -> str:
-    """The report's words where a later step's parts fill it: which step, how long."""
+    """The report's words where a later step and the one before it fill their parts and
+    last as long: which step, how long."""
     first, first_s = since
     return (
         f"the parts of step {first} ({first_s * 1e3:.6g} ms) do not fill it; step {step} is "
-        f"the first after it whose parts do ({length * 1e3:.6g} ms): its steps have settled "
-        "and it is reported"
+        f"the first after it whose parts fill it, as the step before's do, the two as long "
+        f"({length * 1e3:.6g} ms): its steps have settled and it is reported"
     )
 
 
-def unsettled(first: StepResult, at: int, reported: StepResult, last: int, pair: bool) -> str:
+def unsettled(
+    first: StepResult, at: int, reported: StepResult, last: int, pair: bool, filled: bool
+) -> str:
     """The report's words where no step after step `at` (`first`) up to step `last`, the
-    bound (`SETTLE_RUNS`), fills its parts: the first two that alternate reported (`pair`),
-    their mean, else the last step."""
+    bound (`SETTLE_RUNS`), settles: the last step where its parts fill it (`filled`), else
+    the first two that alternate (`pair`), their mean, else the last step."""
     bound = f"the last of {SETTLE_RUNS} runs one step longer each (the bound)"
     if pair:
         return (
             f"{reported.measured_steps_why}, its parts not filling the two; nor do any "
             f"step's or two's that alternate up to step {last}, {bound}"
         )
+    start = f"the parts of step {at} ({first.time_s * 1e3:.6g} ms) do not fill it"
+    if filled:
+        return (
+            f"{start}; up to step {last}, {bound}, no step after it lasts as long as the "
+            f"one before with the parts of both filling them: step {last} "
+            f"({reported.time_s * 1e3:.6g} ms) is reported, its parts filling it"
+        )
     return (
-        f"the parts of step {at} ({first.time_s * 1e3:.6g} ms) do not fill it, nor those of "
-        f"any step after it up to step {last}, {bound}: step {last} "
+        f"{start}, nor those of any step after it up to step {last}, {bound}: step {last} "
         f"({reported.time_s * 1e3:.6g} ms) is reported, its parts not filling it"
     )
