@@ -356,7 +356,7 @@ def _by_link(
 
 def _links_of(topo: Topology, key: tuple) -> tuple[str, ...]:
     """The links a move's route crosses, each once."""
-    return tuple(dict.fromkeys(hop.link for hop in topo.route(*key).links))
+    return topo.route(*key).link_names
 
 
 def _tier_stats(
