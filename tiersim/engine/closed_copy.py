@@ -235,7 +235,7 @@ def _lone(ops, n, plans, capacity, times, copy, found) -> str | None:
         if by[r] in seen:
             continue
         seen.append(by[r])
-        spans = sorted((f[1], moved.get(f[0], f[2])) for f in by[r])
+        spans = sorted([(f[1], moved.get(f[0], f[2])) for f in by[r]])
         if any(later[0] < span[1] for span, later in itertools.pairwise(spans)):
             return "a step flow the copy slows is not alone on its resources"
     return _moved(ops, n, times, moved)
