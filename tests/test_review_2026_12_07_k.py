@@ -3,6 +3,8 @@ and a Qwen2-MoE-like model train on them, with what layout and offload
 (docs/review-2026-12-07-k.md). Each test fails on the tree before its fix; expected values are
 worked by hand in each."""
 
+import json
+
 from tiersim.plan.checking import said_left
 
 
@@ -25,3 +27,55 @@ def test_a_large_plans_sample_line_says_when_nothing_is_left_to_simulate():
         "leave 1,200 that could still rank (the others cannot, by their bounds); 5 spread "
         "over those took 250.00 ms each: the other 1,195 on 2 workers, about 2.0 min"
     )
+
+
+ZERO3_NVME = {
+    "name": "z3",
+    # two layers of Llama-3-70B's widths: a 8,192 x 28,672 MLP matrix is one fetch
+    "model": {
+        "layers": 2,
+        "hidden": 8192,
+        "heads": 64,
+        "kv_heads": 8,
+        "ffn_hidden": 28672,
+        "vocab": 32000,
+        "gated_mlp": True,
+        "position": "rope",
+        "norm": "rmsnorm",
+        "max_positions": 512,
+    },
+    "training": {"seq_len": 512, "recompute": "full", "framework": "deepspeed"},
+    "parallel": {"data": 2, "zero_stage": 3},
+    "placement": {
+        "gradients": "dram",
+        "master": "nvme",
+        "optimizer": "nvme",
+        "optimizer_compute": "cpu",
+    },
+    "hardware": {"preset": "dgx-h100"},
+}
+
+
+def test_a_prefetch_depth_cut_below_the_setting_says_so_and_why(cli, write, tmp_path):
+    """ZeRO-3 with the state on NVMe under DeepSpeed, `simulation.prefetch_depth` left out:
+    Llama-3-70B's line said 'prefetch depth 0 (simulation.prefetch_depth; DeepSpeed's default
+    2)', a setting nobody made (and one refused: the key must be above 0). Here DeepSpeed's
+    default depth is 2 (config/framework.py, docs/zero3-prefetch.md) and
+    stage3_prefetch_bucket_size 0 is DeepSpeed's "no prefetch" (the coordinator gathers ahead
+    while fewer than min(max_live - available, 0) = 0 values were taken: none), so the depth
+    is cut to 0; a fetch is one MLP matrix, 8,192 x 28,672 = 234,881,024 values (235 M)."""
+    raw = {**ZERO3_NVME, "training": {**ZERO3_NVME["training"]}}
+    raw["training"]["deepspeed"] = {"stage3_prefetch_bucket_size": 0}
+    code, out, err = cli("run", write(raw), "--out", tmp_path / "o")
+    assert code == 0, err
+    line = next(x for x in out.splitlines() if x.startswith("Offload"))
+    assert "the largest 235 M parameters a fetch" in line
+    assert (
+        "; prefetch depth 0 (simulation.prefetch_depth 2, DeepSpeed's default, cut to the "
+        "fetches of up to 235 M parameters that fit in the values DeepSpeed keeps gathered "
+        "ahead (training.deepspeed.stage3_prefetch_bucket_size, stage3_max_live_parameters: "
+        "docs/zero3-prefetch.md) and in the GPU memory left);"
+    ) in line
+    report = json.loads((tmp_path / "o" / "report.json").read_text())
+    assert report["sim"]["prefetch_depth"] == 0
+    assert report["sim"]["prefetch_depth_configured"] == 2

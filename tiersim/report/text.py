@@ -371,7 +371,9 @@ def _sentences(report: dict[str, Any], engine_s: float | None) -> list[str]:
     lines = [v["verdict"] for v in wear]
     if report.get("offload"):
         cpu_update = report["step"]["optimizer_on"] == "cpu"
-        lines.append(offload_line(report["offload"], cpu_update, report["sim"]["prefetch_depth"]))
+        sim = report["sim"]
+        depth, configured = sim["prefetch_depth"], sim.get("prefetch_depth_configured")
+        lines.append(offload_line(report["offload"], cpu_update, depth, configured))
     lines.append(simulated_line(report, engine_s))
     if report.get("target"):  # training.tokens_per_day or total_tokens given
         lines.append(target_line(report["target"]))
