@@ -79,3 +79,21 @@ def test_a_prefetch_depth_cut_below_the_setting_says_so_and_why(cli, write, tmp_
     report = json.loads((tmp_path / "o" / "report.json").read_text())
     assert report["sim"]["prefetch_depth"] == 0
     assert report["sim"]["prefetch_depth_configured"] == 2
+
+
+def test_the_host_peaks_fp32_gradient_part_says_it_is_beyond_the_16_bit_ones(cli_json, write):
+    """ZeRO-3 under DeepSpeed, master and moments in DRAM, a CPU optimizer: Llama-3-70B's host
+    peak listed 'fp32 gradients (accumulation boundary) 8.82 GB' beside 'resident gradients
+    8.82 GB', where a shard of 70,553,706,496 / 16 = 4.41e9 values is 17.64 GB in fp32: the
+    part is what the fp32 copy adds to the 16-bit gradients, and now says so. By hand for
+    two layers of Llama-3-70B's widths (855,654,400 parameters a layer, as Llama-3-70B's) and
+    a 32,000-token vocabulary, untied: 2 x 855,654,400 + 2 x 32,000 x 8,192 + 8,192 (the
+    final norm) = 2,235,604,992 parameters, 1,117,802,496 a GPU over data 2: 2,235,604,992 B
+    of bf16 gradients, and 4 - 2 B a value more at the boundary, the same 2,235,604,992 B."""
+    placement = {**ZERO3_NVME["placement"], "master": "dram", "optimizer": "dram"}
+    report = cli_json(write({**ZERO3_NVME, "placement": placement}))
+    assert report["model"]["parameters"] == 2_235_604_992
+    parts = report["host_memory_timeline"]["peak_parts"]
+    assert parts["resident gradients"] == 2_235_604_992
+    assert parts["fp32 gradients beyond the 16-bit ones (accumulation boundary)"] == 2_235_604_992
+    assert "fp32 gradients (accumulation boundary)" not in parts
