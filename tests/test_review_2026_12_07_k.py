@@ -5,6 +5,7 @@ worked by hand in each."""
 
 import json
 
+from tiersim.core.units import fmt_time
 from tiersim.plan.checking import said_left
 
 
@@ -97,3 +98,26 @@ def test_the_host_peaks_fp32_gradient_part_says_it_is_beyond_the_16_bit_ones(cli
     assert parts["resident gradients"] == 2_235_604_992
     assert parts["fp32 gradients beyond the 16-bit ones (accumulation boundary)"] == 2_235_604_992
     assert "fp32 gradients (accumulation boundary)" not in parts
+
+
+def test_a_cpu_optimizers_exposed_time_is_a_priced_row_of_its_own(cli, write, tmp_path):
+    """ZeRO-3 under DeepSpeed with a CPU optimizer: the 'model's prices' table put the CPU
+    update's exposed time into 'waits, gradient-path kernels (not priced)' (Llama-3-70B over
+    16 GPUs: 12.560 s of 45.380 s, 6.443 s of it the CPU update the model prices). By hand
+    for the two-layer model, 1,117,802,496 parameters a GPU (data 2) on dgx-h100: the CPU-Adam
+    kernel at 0.794 Gparam/s 1.407811 s, clipping 8 B and the copy back 4 + 2 B a parameter
+    over 76.8 GB/s 0.203766 s, 21 tensors (2 x 9 + embedding, head, final norm) x 1/2 of
+    them in the partition x 1.901 ms 0.019961 s: 1.631538 s, all of it exposed (the update
+    follows the last backward)."""
+    placement = {**ZERO3_NVME["placement"], "master": "dram", "optimizer": "dram"}
+    path = write({**ZERO3_NVME, "placement": placement})
+    code, out, err = cli("run", path, "--out", tmp_path / "o")
+    assert code == 0, err
+    p = 1_117_802_496
+    update_s = p / 0.794e9 + p * (8 + 4 + 2) / 76.8e9 + 21 / 2 * 1.901e-3
+    row = next(x for x in out.splitlines() if x.startswith("CPU optimizer (its exposed part)"))
+    assert fmt_time(update_s) in row  # 1.632 s
+    st = json.loads((tmp_path / "o" / "report.json").read_text())["step"]
+    rest = st["time_s"] - sum(st["breakdown"].values()) - update_s
+    waits = next(x for x in out.splitlines() if "(not priced)" in x)
+    assert fmt_time(rest) in waits
