@@ -6,7 +6,6 @@ worked by hand in each."""
 import json
 
 from tiersim.core.units import fmt_time
-from tiersim.plan.checking import said_left
 
 
 def test_a_large_plans_sample_line_says_when_nothing_is_left_to_simulate():
@@ -14,6 +13,8 @@ def test_a_large_plans_sample_line_says_when_nothing_is_left_to_simulate():
     21 of 69,984 candidates fit, the 21 of the best bounds were simulated and left none that
     could rank. The line went on '0 spread over those took 0 s each: the other 0 on 1 worker
     (of 2 asked: no more than the candidates left), about 0 s'."""
+    from tiersim.plan.checking import said_left  # new with the fix: the old tree fails here
+
     said = said_left(0, 0, 0.0, (0, "1 worker (of 2 asked: no more than the candidates left)", 0))
     assert said == (
         " and leave none that could still rank (the others cannot, by their bounds): "
