@@ -73,13 +73,14 @@ def _breakdown_table(st: dict[str, Any], framework: str | None = None) -> list[s
         if parts[key] or key not in ("framework_s", "bubble_s", "imbalance_s")
     ]
     # what no price covers: waits on links (an overlapped reduction's exposed tail, offload
-    # transfers, contention); the GPU optimizer's step is its own row, and so is a CPU
-    # optimizer's exposed part (priced by workload/cpu_optimizer.py: review (k) found it
-    # counted as 'not priced', 93.8 % of a small ZeRO-3 step)
+    # transfers, contention); the GPU optimizer's step is its own row, and so is the exposed
+    # CPU work, as the step's table names it (a CPU update priced by workload/cpu_optimizer.py,
+    # FSDP2's host gradient adds: review (k) found it counted as 'not priced', 93.8 % of a
+    # small ZeRO-3 step)
     on_gpu = st["optimizer_on"] == "gpu"
     optimizer = st["optimizer_s"] if on_gpu else st.get("exposed_cpu_s", 0.0)
     if optimizer:
-        label = "GPU optimizer" if on_gpu else "CPU optimizer (its exposed part)"
+        label = "GPU optimizer" if on_gpu else "exposed CPU work (CPU optimizer, host work)"
         rows.append([label, fmt_time(optimizer), _pct(optimizer, t)])
     rest = t - sum(parts[key] for key, _ in BREAKDOWN_LABELS) - optimizer
     if rest > 1e-9 * t:
