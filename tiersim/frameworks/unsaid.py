@@ -1,8 +1,9 @@
 """What the configs leave unsaid that a scenario needs, checked once the `--set` values are
 applied (a `--set` may give it): the model's vocabulary where a Megatron-LM tokenizer does not
 say it (refused: exit 2) and the sequence length where no config gives one (noted: a DeepSpeed
-config has no such key, so the scenario's default, the model's max_positions, is taken, and a
-Hugging Face config's max_position_embeddings can be far longer than the run's sequences).
+or Accelerate config has no such key, so the scenario's default, the model's max_positions, is
+taken, and a Hugging Face config's max_position_embeddings can be far longer than the run's
+sequences).
 """
 
 from __future__ import annotations
@@ -17,9 +18,9 @@ def unsaid(raw: dict[str, Any], facts: dict[str, Any], notes: list) -> None:
     training = raw.get("training")
     if not isinstance(training, dict) or training.get("seq_len") is None:
         why = (
-            "no config gives it (a DeepSpeed config has no sequence length): the scenario's "
-            "default, the model's max_positions, else 2048 (expected --set training.seq_len=N, "
-            "the length the run trains at)"
+            "no config gives it (a DeepSpeed or Accelerate config has no sequence length): the "
+            "scenario's default, the model's max_positions, else 2048 (expected --set "
+            "training.seq_len=N, the length the run trains at)"
         )
         notes.append(("training.seq_len", Problem("", why, "W-IMPORT-ASSUMED")))
 
