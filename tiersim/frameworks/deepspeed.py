@@ -16,7 +16,7 @@ from __future__ import annotations
 from typing import Any
 
 from tiersim.config.deepspeed import OFFLOAD_ALIASES, alias_path
-from tiersim.frameworks import hf_auto
+from tiersim.frameworks import deepspeed_master, hf_auto
 from tiersim.frameworks.mapping import MISSING_VALUE, Mapped
 from tiersim.frameworks.values import ValueProblem, boolean, integer, number, table, text
 from tiersim.state.optimizers import framework_names
@@ -67,6 +67,7 @@ def read_deepspeed(cfg: dict[str, Any], source: str) -> Mapped:
         # neither fp16 nor bf16 enabled (nor left to the HF Trainer): DeepSpeed trains in fp32
         for cls, name in (("weights", "fp32"), ("gradients", "fp32"), ("master", "none")):
             out.put(f"training.precision.{cls}", name, "(no fp16 or bf16 enabled)")
+    deepspeed_master.low_precision_master(out, cfg)
     hf_auto.precision_note(out)
     hf_auto.check_stage(out)
     hf_auto.trainer_model(out, cfg)
@@ -146,10 +147,12 @@ def _precision(out: Mapped, key: str, value: Any) -> None:
 
 
 def _precision_rest(out: Mapped, key: str, section: dict[str, Any]) -> None:
-    """fp16's loss-scaling keys (config.py's FP16_* constants) change no bytes; any other key
-    (fp16_master_weights_and_grads, auto_cast, bf16's) is not mapped, said so, not called loss
-    scaling (review 2026-12-07-i)."""
+    """fp16's loss-scaling keys (config.py's FP16_* constants) change no bytes; the master's flags
+    are read with the stage (deepspeed_master.py); any other key is not mapped (review i)."""
     for sub, val in ((k, v) for k, v in section.items() if k != "enabled"):
+        if sub in deepspeed_master.KEYS:  # read once the stage and offload are known
+            out.facts.setdefault("low_master", {})[f"{key}.{sub}"] = val
+            continue
         why = "loss scaling: not modelled (no effect on bytes)" if sub in LOSS_SCALING else ""
         out.unmapped(f"{key}.{sub}", val, why)
 
