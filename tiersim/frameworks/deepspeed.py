@@ -16,6 +16,7 @@ from __future__ import annotations
 from typing import Any
 
 from tiersim.config.deepspeed import OFFLOAD_ALIASES, alias_path
+from tiersim.frameworks import deepspeed_autotp as autotp
 from tiersim.frameworks import deepspeed_master, hf_auto
 from tiersim.frameworks.mapping import MISSING_VALUE, Mapped
 from tiersim.frameworks.values import ValueProblem, boolean, integer, number, table, text
@@ -68,6 +69,7 @@ def read_deepspeed(cfg: dict[str, Any], source: str) -> Mapped:
         for cls, name in (("weights", "fp32"), ("gradients", "fp32"), ("master", "none")):
             out.put(f"training.precision.{cls}", name, "(no fp16 or bf16 enabled)")
     deepspeed_master.low_precision_master(out, cfg)
+    autotp.at_zero3(out)
     hf_auto.precision_note(out)
     hf_auto.check_stage(out)
     hf_auto.trainer_model(out, cfg)
@@ -366,25 +368,8 @@ def _data_types(out: Mapped, key: str, value: Any) -> None:
             out.unmapped(where, val)
 
 
-def _tensor_parallel(out: Mapped, key: str, value: Any) -> None:
-    """`tensor_parallel.autotp_size`: DeepSpeed's AutoTP training (TPTrainingConfig,
-    runtime/tensor_parallel/config.py: 0, its default, disabled) shards the linear layers over
-    that many GPUs, the data-parallel size the world over it (transformers' Trainer:
-    dp_world_size = world_size // autotp_size): parallel.tensor (review 2026-12-07-i)."""
-    section = table(key, value)
-    for sub, val in section.items():
-        where = f"{key}.{sub}"
-        if sub != "autotp_size":
-            out.unmapped(where, val)
-            continue
-        size = integer(where, val, low=0)
-        if size > 1:
-            out.put("parallel.tensor", size, where)
-            out.facts["model_parallel"] = size
-
-
 _TOP = {
-    "tensor_parallel": _tensor_parallel,
+    "tensor_parallel": autotp.tensor_parallel,
     "data_types": _data_types,
     "train_micro_batch_size_per_gpu": _micro,
     "gradient_accumulation_steps": _accumulation,
