@@ -48,6 +48,15 @@ ZERO_NOT_MODELLED = {
     "stage3_gather_16bit_weights_on_model_save": "a checkpoint-format choice, not modelled",
     "save_muon_momentum_buffer_in_memory": "tiersim counts ZeRO-3's Muon on the GPU as run "
     "with it true, the only way stage3.py runs it there",
+    # ZeRO++ (DeepSpeed 0.19.8 zero/config.py, partition_parameters.py): not modelled, said how
+    "zero_hpz_partition_size": "ZeRO++ hpZ, not modelled: above 1, each GPU also keeps a "
+    "secondary copy of the 16-bit weights sharded over that many GPUs (_partition_param_sec: "
+    "weights / size each, not counted: HBM under-counted), which backward all-gathers within "
+    "that group (counted over the whole data-parallel group)",
+    "zero_quantized_weights": "ZeRO++ qwZ, not modelled: the weights' all-gathers run in int8 "
+    "(counted at the weights' precision)",
+    "zero_quantized_gradients": "ZeRO++ qgZ, not modelled: the gradients are reduced quantized "
+    "by all-to-all (counted as a reduce-scatter at the gradients' precision)",
 }
 
 
