@@ -92,6 +92,7 @@ def _implementation(out: Mapped) -> None:
         "otherwise)"
     )
     out.note("(Accelerate config)", why)
+    out.facts["batch_unsaid"] = "an Accelerate config"  # said unless --set gives it (unsaid.py)
 
 
 def _processes(out: Mapped, cfg: dict[str, Any]) -> None:
