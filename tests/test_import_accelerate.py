@@ -148,6 +148,13 @@ def test_accelerate_fsdp1_reshard_key_is_not_what_runs(tmp_path):
     assert "fsdp_reshard_after_forward: SHARD_GRAD_OP: not applied" in _notes(imp)
 
 
+def test_accelerate_switches_read_as_its_str_to_bool(tmp_path):
+    # the launcher passes str(value).lower(); utils/environment.py str_to_bool takes yes / on / 1
+    fsdp = {"fsdp_offload_params": "yes", "fsdp_activation_checkpointing": 1}
+    s = _written(tmp_path, {"distributed_type": "FSDP", "fsdp_config": fsdp}).loaded.scenario
+    assert (s.placement.weights, s.training.recompute) == ("dram", "full")
+
+
 def test_accelerate_ddp_and_compile(tmp_path):
     cfg = {"distributed_type": "MULTI_GPU", "num_processes": 4, "mixed_precision": "bf16",
            "dynamo_config": {"dynamo_backend": "INDUCTOR"}}  # fmt: skip

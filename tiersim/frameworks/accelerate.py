@@ -25,8 +25,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from tiersim.core.errors import shown
 from tiersim.frameworks.mapping import Mapped
-from tiersim.frameworks.values import ValueProblem, boolean, integer, table, text
+from tiersim.frameworks.values import ValueProblem, integer, table, text
 
 _VERSION = "accelerate 1.15.0"
 # FSDP1's strategies (utils/constants.py FSDP_SHARDING_STRATEGY) as (sharded, reshard after
@@ -55,6 +56,22 @@ _FSDP_NOT_MODELLED = {
     "fsdp_backward_prefetch": "FSDP1's backward prefetch: not modelled separately",
     "fsdp_forward_prefetch": "forward prefetch: not modelled separately",
 }
+
+
+# utils/environment.py str_to_bool, which reads each switch the launcher passes as text
+_TRUE, _FALSE = ("y", "yes", "t", "true", "on", "1"), ("n", "no", "f", "false", "off", "0")
+
+
+def _truth(key: str, value: Any) -> bool:
+    """A switch as Accelerate reads it: the launcher's `str(value).lower()`, then str_to_bool."""
+    said = str(value).lower() if isinstance(value, bool | int | str) else None
+    if said in _TRUE or said in _FALSE:
+        return said in _TRUE
+    why = (
+        f"is {shown(value)} (expected true or false; Accelerate's str_to_bool also takes "
+        "yes/no, on/off, 1/0)"
+    )
+    raise ValueProblem(key, why)
 
 
 def read_accelerate(cfg: dict[str, Any], source: str) -> Mapped:
@@ -163,7 +180,7 @@ def _fsdp(out: Mapped, body: dict[str, Any]) -> None:
 
 def _reshard_fsdp2(out: Mapped, body: dict[str, Any]) -> None:
     where = "fsdp_config.fsdp_reshard_after_forward"
-    reshard = boolean(where, body.get("fsdp_reshard_after_forward", True))
+    reshard = _truth(where, body.get("fsdp_reshard_after_forward", True))
     out.put("parallel.zero_stage", 3, "fsdp_config.fsdp_version")
     if not reshard:  # kept gathered from forward to backward (FSDP2's reshard_after_forward)
         out.put("parallel.reshard_after_forward", False, where)
@@ -195,7 +212,7 @@ def _offload(out: Mapped, body: dict[str, Any], version: int) -> None:
     """fsdp_offload_params: CPUOffloadPolicy (FSDP2) / CPUOffload(offload_params=True): the
     sharded parameters and gradients in host memory, the optimizer stepping them there."""
     where = "fsdp_config.fsdp_offload_params"
-    if not boolean(where, body.get("fsdp_offload_params", False)):
+    if not _truth(where, body.get("fsdp_offload_params", False)):
         return
     for cls in ("weights", "gradients", "master", "optimizer"):
         out.put(f"placement.{cls}", "dram", where)
@@ -207,10 +224,10 @@ def _checkpointing(out: Mapped, body: dict[str, Any], version: int) -> None:
     _offload: its saved input in pinned host memory (dataclasses.py: requires
     activation_checkpointing and fsdp_version 2, else ValueError)."""
     where = "fsdp_config.fsdp_activation_checkpointing"
-    on = boolean(where, body.get("fsdp_activation_checkpointing", False))
+    on = _truth(where, body.get("fsdp_activation_checkpointing", False))
     out.put("training.recompute", "full" if on else "none", where)
     at = "fsdp_config.fsdp_activation_checkpointing_offload"
-    if not boolean(at, body.get("fsdp_activation_checkpointing_offload", False)):
+    if not _truth(at, body.get("fsdp_activation_checkpointing_offload", False)):
         return
     if not on or version != 2:
         need = "fsdp_activation_checkpointing: true" if not on else "fsdp_version: 2"
