@@ -49,6 +49,10 @@ def plan_report(outcome: PlanOutcome, objective: str, top: int) -> dict[str, Any
             # combinations whose micro-batch size and accumulation miss the batch per GPU
             "off_batch": space.size - pruned.checked,
             "batch_per_gpu": space.batch,
+            # the default keys the scenario's framework cannot vary, and why (plan.space)
+            "left_out": None
+            if space.left_out is None
+            else {"keys": list(space.left_out[0]), "why": space.left_out[1]},
         },
         "candidates": {
             "checked": pruned.checked,
@@ -103,6 +107,13 @@ def _off_batch(space: dict[str, Any]) -> str:
     )
 
 
+def _left_out(left: dict[str, Any] | None) -> str:
+    """'; left out: placement.weights, ... (why)': default keys the framework cannot vary."""
+    if left is None:
+        return ""
+    return f"; left out: {', '.join(left['keys'])} ({left['why']})"
+
+
 def _with(base: list[str]) -> str:
     return f" (with {rerun_sets(tuple(base), ())})" if base else ""
 
@@ -114,7 +125,8 @@ def plan_text(report: dict[str, Any]) -> str:
         f"plan for {report['scenario']}{_with(report['base_overrides'])}, best by {label}; "
         f"search space ({report['space']['from']}): {report['space']['size']:,} candidate"
         + ("s" if report["space"]["size"] != 1 else "")
-        + _off_batch(report["space"]),
+        + _off_batch(report["space"])
+        + _left_out(report["space"]["left_out"]),
         f"  {c['checked']:,} checked: {c['invalid']:,} invalid{_reasons(c)}, "
         f"{c['do_not_fit_candidates']:,} do not fit by the exact inventory"
         f"{_unfit(c['do_not_fit'])}, {c['duplicates']:,} duplicate{'s' * (c['duplicates'] != 1)}"

@@ -1,7 +1,11 @@
 """The search space of `tiersim plan`: which key paths take which values, and its candidates.
 
 The space is the scenario's `plan:` section (key path -> values), or by default the choices a
-planner usually leaves open (DEFAULT_KEYS). Micro-batch size and gradient accumulation vary
+planner usually leaves open (DEFAULT_KEYS) that the scenario's framework can express: under
+`training.framework: megatron` (Megatron-LM without offload, config/consistency.py) no class's
+home and no optimizer site, which the scenario refuses for every value but the GPU's own
+(review (k): 69,840 of 69,984 default candidates invalid). A `plan:` section is searched as
+written. Micro-batch size and gradient accumulation vary
 together at the scenario's batch per GPU (micro_batch_size x grad_accumulation): a value of
 one fixes the other, and a pair off that batch is not a candidate.
 """
@@ -32,6 +36,8 @@ class Space:
     values: tuple[tuple[Any, ...], ...]
     batch: int  # micro_batch_size x grad_accumulation, held fixed
     from_file: bool  # the scenario's plan: section (else the default space)
+    # the default space's keys left out, and why: (paths, the framework's reason)
+    left_out: tuple[tuple[str, ...], str] | None = None
 
     @property
     def size(self) -> int:
@@ -44,13 +50,34 @@ class Space:
         return " x ".join(f"{k} {len(v)}" for k, v in pairs)
 
 
+# the reason a framework's scenario refuses every value of a default key but the GPU's own
+WITHOUT_OFFLOAD = (
+    "training.framework: megatron models Megatron-LM without offload, its "
+    "--optimizer-cpu-offload not modelled: every class stays in the GPU's memory and the "
+    "optimizer on the GPU"
+)
+
+
+def fixed_by_framework(s: Scenario) -> tuple[tuple[str, ...], str] | None:
+    """The default keys the scenario's framework cannot vary, and why: under megatron, each
+    class's home and the optimizer's site (config/consistency.py `_framework_problems`
+    refuses any but the GPU's memory and the GPU)."""
+    if s.training.framework != "megatron":
+        return None
+    return (*(f"placement.{c}" for c in HOMES), "placement.optimizer_compute"), WITHOUT_OFFLOAD
+
+
 def default_space(s: Scenario) -> dict[str, list[Any]]:
-    """Each class's home among the machine's tiers, where the optimizer runs, the ZeRO stage
-    (with data parallelism), recompute, the micro-batch size at the batch per GPU, prefetch
-    depth and, where failures are modelled, the checkpoint interval (as given, or Daly's)."""
+    """Each class's home among the machine's tiers, where the optimizer runs (both left out
+    where the framework cannot offload: `fixed_by_framework`), the ZeRO stage (with data
+    parallelism), recompute, the micro-batch size at the batch per GPU, prefetch depth and,
+    where failures are modelled, the checkpoint interval (as given, or Daly's)."""
     tiers = list(s.hardware.tiers)
     space: dict[str, list[Any]] = {f"placement.{c}": tiers for c in HOMES}
     space["placement.optimizer_compute"] = ["gpu", "cpu"]
+    fixed = fixed_by_framework(s)
+    for path in fixed[0] if fixed else ():
+        del space[path]
     if s.parallel.data > 1:
         space["parallel.zero_stage"] = [0, 1, 2, 3]
     space["training.recompute"] = ["none", "selective", "full"]
@@ -78,7 +105,8 @@ def build_space(s: Scenario, resolved: dict[str, Any]) -> tuple[Space, list[Prob
         return Space((), (), 1, True), problems
     values = tuple(tuple(v) for v in chosen.values())  # as written: duplicates were refused
     batch = s.training.micro_batch_size * s.training.grad_accumulation
-    return Space(tuple(chosen), values, batch, bool(given)), problems
+    fixed = None if given else fixed_by_framework(s)
+    return Space(tuple(chosen), values, batch, bool(given), fixed), problems
 
 
 def _values_problem(values: Any) -> str | None:
