@@ -8,6 +8,7 @@ from typing import Any
 from tiersim.analysis.cost import PRICE_UNIT
 from tiersim.analysis.wear import GradAccumulationFit
 from tiersim.core.units import fmt_bytes, fmt_time
+from tiersim.plan.headroom import headroom_line
 from tiersim.plan.nearest import miss_lines, miss_section, peak_miss
 from tiersim.plan.rank import (
     entry,
@@ -214,6 +215,9 @@ def _plan_block(plan: dict[str, Any], title: str) -> str:
     if "wear" in plan["binds"]:
         lines.append(f"            {plan['binds']['wear']}")
     lines.append(f"    peaks:  {peaks}")
+    spare = headroom_line(plan.get("headroom"))
+    if spare:
+        lines.append(f"    spare:  {spare}")
     wear = [
         # nothing written: `wear`'s words for it ("never" alone read as a lifetime judged)
         f"{n} never (nothing written)"
