@@ -34,7 +34,7 @@ LABELS = {
 
 
 def plan_report(outcome: PlanOutcome, objective: str, top: int) -> dict[str, Any]:
-    sims, pruned, space = outcome.sims, outcome.pruned, outcome.space
+    sims, pruned = outcome.sims, outcome.pruned
     base = outcome.base_overrides
     best = ranked(sims, objective)[:top]
     statuses = Counter(s.result.status for s in sims)
@@ -43,18 +43,7 @@ def plan_report(outcome: PlanOutcome, objective: str, top: int) -> dict[str, Any
         "scenario": outcome.source,
         "base_overrides": list(base),  # the plan's --set, applied to every candidate
         "objective": objective,
-        "space": {
-            "from": "plan section" if space.from_file else "default",
-            "keys": {k: list(v) for k, v in zip(space.keys, space.values, strict=True)},
-            "size": space.size,
-            # combinations whose micro-batch size and accumulation miss the batch per GPU
-            "off_batch": space.size - pruned.checked,
-            "batch_per_gpu": space.batch,
-            # the default keys the scenario's framework cannot vary, and why (plan.space)
-            "left_out": None
-            if space.left_out is None
-            else {"keys": list(space.left_out[0]), "why": space.left_out[1]},
-        },
+        "space": _space_section(outcome),
         "candidates": {
             "checked": pruned.checked,
             "invalid": sum(pruned.invalid.values()),
@@ -86,6 +75,22 @@ def plan_report(outcome: PlanOutcome, objective: str, top: int) -> dict[str, Any
             {"rank": i + 1, **entry(s, objective, outcome.source, base)} for i, s in enumerate(best)
         ],
         "hbf_optimizer": hbf_question(sims, objective, outcome.source, base),
+    }
+
+
+def _space_section(outcome: PlanOutcome) -> dict[str, Any]:
+    space = outcome.space
+    return {
+        "from": "plan section" if space.from_file else "default",
+        "keys": {k: list(v) for k, v in zip(space.keys, space.values, strict=True)},
+        "size": space.size,
+        # combinations whose micro-batch size and accumulation miss the batch per GPU
+        "off_batch": space.size - outcome.pruned.checked,
+        "batch_per_gpu": space.batch,
+        # the default keys the scenario's framework cannot vary, and why (plan.space)
+        "left_out": None
+        if space.left_out is None
+        else {"keys": list(space.left_out[0]), "why": space.left_out[1]},
     }
 
 
