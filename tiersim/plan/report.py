@@ -87,10 +87,9 @@ def _space_section(outcome: PlanOutcome) -> dict[str, Any]:
         # combinations whose micro-batch size and accumulation miss the batch per GPU
         "off_batch": space.size - outcome.pruned.checked,
         "batch_per_gpu": space.batch,
-        # the default keys the scenario's framework cannot vary, and why (plan.space)
-        "left_out": None
-        if space.left_out is None
-        else {"keys": list(space.left_out[0]), "why": space.left_out[1]},
+        # what the default space leaves out as the scenario refuses it for every candidate
+        # (key paths or `path=value`s), and why (plan.space.left_out)
+        "left_out": [{"left": list(items), "why": why} for items, why in space.left_out],
     }
 
 
@@ -113,11 +112,11 @@ def _off_batch(space: dict[str, Any]) -> str:
     )
 
 
-def _left_out(left: dict[str, Any] | None) -> str:
-    """'; left out: placement.weights, ... (why)': default keys the framework cannot vary."""
-    if left is None:
+def _left_out(left: list[dict[str, Any]]) -> str:
+    """'; left out: placement.weights, ... (why); ...': what the scenario refuses throughout."""
+    if not left:
         return ""
-    return f"; left out: {', '.join(left['keys'])} ({left['why']})"
+    return "; left out: " + "; ".join(f"{', '.join(g['left'])} ({g['why']})" for g in left)
 
 
 def _with(base: list[str]) -> str:
