@@ -13,7 +13,9 @@ communicator of more than one rank: 16 channels x 2 x (4 MiB + 2 MiB) x 8 ranks 
 It also covers the other gaps on record: two multi-GPU readings put the memory outside
 PyTorch's pool at 1.71 and 1.20 GiB where tiersim counts 1.08 GiB (0.63 GiB more at most), and
 the first held 494.83 MiB reserved but unallocated (docs/nemo-memory.md, "The CUDA context").
-A plan under the margin is marked, not dropped or reordered: the model's peak is still its best
+The one figure serves every GPU (NVLS needs Hopper or later; an A100 node's terms left out are
+the others above), so it marks a plan with less to spare than that, whatever its machine. A
+plan under the margin is marked, not dropped or reordered: the model's peak is still its best
 figure, and the margin says how much of it to trust.
 """
 
@@ -25,8 +27,9 @@ from tiersim.core.units import fmt_bytes
 
 MARGIN_BYTES = 16 * 2 * (4 * 2**20 + 2 * 2**20) * 8  # 1,610,612,736 B: NVLS's on 8 ranks
 WHY = (
-    "memory the model does not count (NCCL's NVLS buffers, 1.61 GB on an 8-GPU NVSwitch node; "
-    "streams' cached blocks; fragmentation beyond the modelled reserve: docs/memory.md)"
+    "memory the model does not count (NCCL's NVLS buffers, 1.61 GB on an 8-GPU Hopper "
+    "NVSwitch node; streams' cached blocks; fragmentation beyond the modelled reserve: "
+    "docs/memory.md)"
 )
 
 
