@@ -152,9 +152,10 @@ def _exposed_update_s(res: Resolved, wl: Workload) -> float | None:
         return None
     m, units = wl.micro_batches, wl.units
     start = m * sum(u.forward_s for u in units)  # those alone unslowed (experts.py)
-    start -= _alone_slowdowns(res, wl, True, False)
-    if res.execution.parallel.virtual_pipeline == 1:
+    backwards = res.execution.parallel.virtual_pipeline == 1
+    if backwards:  # (every alone backward's slowdown off: at most one too many, still below)
         start += (m - 1) * sum(u.backward_s + u.recompute_s for u in units)
+    start -= _alone_slowdowns(res, wl, True, backwards)
     machine, placement = res.machine, res.execution.placement
     on_gpu = placement.optimizer_compute == "gpu"
     updater = machine.gpu.memory if on_gpu else machine.cpu.memory

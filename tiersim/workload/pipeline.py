@@ -13,7 +13,9 @@ adjacent virtual stages.
   1F1B: stage k runs min(p - k - 1, m) warm-up forwards. Interleaved: (p - k - 1)·2 +
   (v - 1)·p warm-up forwards over the m·v (micro-batch, chunk) pairs, all of them when m = p;
   the k-th pair is micro-batch (k // pv)·p + k % p on chunk (k % pv) // p, backwards visit the
-  chunks in reverse.
+  chunks in reverse. Under `parallel.overlap_expert_comm` (combined 1F1B) every stage of a
+  pipeline warms up one forward more, and its warm-up forwards and as many cool-down
+  backwards run alone (`warmup_forwards` `paired`, `alone_ends`; workload/pipeline_alone.py).
 - Step time: `pipeline_timeline.evaluate` runs every stage's order as a dependency graph (a
   forward waits for the previous virtual stage's forward plus c, a backward for the next
   virtual stage's backward plus c; sends never block the sender) and returns each stage's
