@@ -94,11 +94,14 @@ def test_the_warm_up_and_cool_down_passes_block_for_their_own_all_to_alls(traced
 
 def test_a_pipelined_step_of_all_warm_up_overlaps_nothing():
     # m = 1: every stage's warm-up holds its one forward (min(p - k, 1) = 1) and its
-    # cool-down its one backward: no pass has a partner, so the overlap changes nothing
+    # cool-down its one backward: no pass has a partner, so the overlap changes nothing,
+    # the step's priced parts neither (workload/breakdown.py: the alone passes' all-to-alls
+    # blocking, their computation unslowed, the fill and drain at their times)
     one = merge(PIPELINED, {"training": {"grad_accumulation": 1}})
-    step = api.run(api.build(one)).report["step"]["time_s"]
-    without = api.run(api.build(merge(one, OFF))).report["step"]["time_s"]
-    assert step == pytest.approx(without, rel=1e-12)
+    step = api.run(api.build(one)).report["step"]
+    without = api.run(api.build(merge(one, OFF))).report["step"]
+    assert step["time_s"] == pytest.approx(without["time_s"], rel=1e-12)
+    assert step["breakdown"] == pytest.approx(without["breakdown"], rel=1e-9, abs=1e-15)
 
 
 def test_interleaved_all_warm_up_pairs_no_pass():
@@ -141,3 +144,13 @@ def test_more_bandwidth_never_slows_the_pipelined_step(extra):
         bw = getattr(net, key)
         twice = merge(raw, {"hardware": {"network": {key: f"{2 * bw:.0f} B/s"}}})
         assert api.run(api.build(twice)).report["step"]["time_s"] <= step * (1 + 1e-9)
+
+
+def test_one_micro_batch_prices_as_without_the_overlap_unpipelined_too():
+    # without pipelining the step breakdown priced every pass paired before (alonepass left
+    # it): one micro-batch's forward and backward both run alone, so its priced parts are
+    # those without the overlap
+    one = merge(MINIMAL, {"training": {"grad_accumulation": 1}})
+    step = api.run(api.build(one)).report["step"]["breakdown"]
+    without = api.run(api.build(merge(one, OFF))).report["step"]["breakdown"]
+    assert step == pytest.approx(without, rel=1e-9, abs=1e-15)
