@@ -90,6 +90,12 @@ CASES = (
         (("E-LAYOUT", "<tmp>/s.yaml: parallel.tensor"),) * 2,  # heads, and kv_heads
     ),
     _scenario(
+        "a combination Megatron-Core refuses (overlap_expert_comm on plain 1F1B)",
+        "name: x\nmodel: {preset: mixtral-8x7b}\ntraining: {seq_len: 1024, framework: megatron}\n"
+        "parallel: {data: 2, expert: 2, pipeline: 2, overlap_expert_comm: true}\n",
+        (("E-CONFLICT", "<tmp>/s.yaml: parallel.virtual_pipeline"),),
+    ),
+    _scenario(
         "a --set on a key that does not exist",
         SMALL,
         (("E-KEY-UNKNOWN", "<tmp>/s.yaml: training.seq_lenn"),),
