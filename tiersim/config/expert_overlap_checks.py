@@ -17,8 +17,9 @@ refuses the scenario (exit 2) rather than price a run that never starts:
 Its other asserts name settings tiersim has no key for, each satisfied as tiersim models the
 step (docs/moe.md): the all-to-all dispatcher (alltoall), no shared-expert overlap, no CUDA
 graphs, no paged stash, no hash MoE layers, torch >= 2.6.
-Only Megatron-Core ships this overlap (combined 1F1B); DeepSpeed and FSDP2 are not checked
-here (docs/moe.md)."""
+Under another framework, or none, nothing is checked: whether DeepSpeed or FSDP2/torchtitan
+ship such an overlap, and what they refuse with it, has not been read from their sources
+(docs/moe.md)."""
 
 from __future__ import annotations
 
