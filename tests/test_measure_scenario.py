@@ -169,6 +169,13 @@ def test_the_options_typed_win_and_their_keys_notes_go():
             "its ZeRO-3 measured as PyTorch's FSDP2",
         ),
         (
+            {"framework": "megatron"},
+            {},
+            None,
+            "training.framework",
+            "megatron: measured as a plain PyTorch step, without the engine's own buffers",
+        ),
+        (
             {"implementation": "huggingface", "recompute": "full"},
             {},
             None,

@@ -82,6 +82,7 @@ def measure_settings(s: Scenario, source: str, typed: dict[str, Any] | None = No
     fields |= {k: v for k, v in typed.items() if k != "fsdp"}
     fsdp = typed["fsdp"] if "fsdp" in typed else _fsdp(s, fields, notes)
     fields["recompute"] = _recompute(s, fields, fsdp, notes)
+    _framework(s, fsdp, notes)
     notes += _unsplit(s) + _kernels(s) + _placed(s)
     dropped = {key for field in typed for key in NOTES_OF.get(field, ())}
     kept = tuple(n for n in notes if n.path not in dropped)
@@ -189,14 +190,6 @@ def _fsdp(s: Scenario, fields: dict[str, Any], notes: list[Problem]) -> int | No
     if why:
         _note(notes, "parallel.data", f"{data} ranks under ZeRO-3: {why}; measured on one process")
         return None
-    framework = s.training.framework
-    if framework not in (None, "fsdp"):
-        _note(
-            notes,
-            "training.framework",
-            f"{framework}: its ZeRO-3 measured as PyTorch's FSDP2 (fully_shard), whose "
-            "padding, buffers and gathers are PyTorch's",
-        )
     if s.parallel.shard_group not in (None, data):
         _note(
             notes,
@@ -210,6 +203,19 @@ def _fsdp(s: Scenario, fields: dict[str, Any], notes: list[Problem]) -> int | No
             "false: measured with FSDP2 resharding after forward (measure's fully_shard)",
         )
     return data
+
+
+def _framework(s: Scenario, fsdp: int | None, notes: list[Problem]) -> None:
+    """A framework's engine, which measure does not run: PyTorch's FSDP2 or a plain step."""
+    framework = s.training.framework
+    if framework in (None, "fsdp"):
+        return
+    if fsdp is not None:
+        what = "its ZeRO-3 measured as PyTorch's FSDP2 (fully_shard), whose padding, buffers "
+        _note(notes, "training.framework", f"{framework}: {what}and gathers are PyTorch's")
+        return
+    what = "measured as a plain PyTorch step, without the engine's own buffers and copies"
+    _note(notes, "training.framework", f"{framework}: {what}")
 
 
 def _why_not_fsdp(data: int, optimizer: str, hf: bool) -> str:
