@@ -244,3 +244,43 @@ def test_the_files_read_are_not_calibrate_targets(write, capsys):
     assert main([*argv, "--calibrate", str(path)]) == 2
     assert "--calibrate" in capsys.readouterr().err
     assert Path(path).read_text().startswith("name: m")  # untouched
+
+
+def test_cli_runs_the_scenarios_zero3_and_recompute_under_fsdp2(write, capsys, monkeypatch):
+    # data 3 at ZeRO-3 with transformers' model and full recompute: FSDP2 on 3 gloo ranks,
+    # the scenario handed to the ranks recomputing; the notes said before the first stage.
+    # The ranks' run is replaced by one that keeps what it is given and stops (^C: 130).
+    import sys
+    import types
+
+    from tiersim import groundtruth
+    from tiersim.groundtruth import measure_hf
+
+    given = []
+
+    def record_fsdp_steps(cells, world):
+        given.append((cells, world))
+        raise KeyboardInterrupt
+
+    for module, function in (("fsdp2_step", record_fsdp_steps), ("step_timeline", None)):
+        fake = types.ModuleType(f"tiersim.groundtruth.{module}")
+        setattr(fake, "record_fsdp_steps" if function else "predicted_timeline", function)
+        monkeypatch.setitem(sys.modules, fake.__name__, fake)
+        monkeypatch.setattr(groundtruth, module, fake, raising=False)
+    monkeypatch.setattr(measure_hf, "import_torch", lambda: None)
+    training = {"implementation": "huggingface", "recompute": "full", "seq_len": 32}
+    raw = {"name": "m", "model": LLAMA, "training": training | {"framework": "deepspeed"}}
+    path = write(raw | {"parallel": {"data": 3, "zero_stage": 3}})
+    assert main(["measure", "--scenario", str(path)]) == 130
+    ((cells, world),) = given
+    ((s, dtype),) = cells
+    assert (world, dtype, s.training.recompute, s.parallel.data, s.seq_len) == (
+        3,
+        "bf16",
+        "full",
+        3,
+        32,
+    )
+    err = capsys.readouterr().err.splitlines()
+    assert [line.split(": ")[2] for line in err[:2]] == ["training.precision", "training.framework"]
+    assert err[2].startswith("measure: importing PyTorch and transformers: started")
