@@ -206,7 +206,8 @@ def test_plan_help_names_130_and_143_as_sweep_does(cli):
 
 # the options that take a value but have no default to state: repeatable overrides, the
 # one-of-two model source, and --trace (its FILE is optional: the help says where it goes)
-NO_DEFAULT = {"--set", "--model", "--hf-config", "--trace"}
+# the model source: one of them is required (measure's mutually exclusive group), no default to state
+NO_DEFAULT = {"--set", "--model", "--hf-config", "--scenario", "--trace"}
 
 
 def test_every_option_with_a_value_states_its_default():
