@@ -205,8 +205,8 @@ def test_plan_help_names_130_and_143_as_sweep_does(cli):
 
 
 # the options that take a value but have no default to state: repeatable overrides, the
-# one-of-two model source, and --trace (its FILE is optional: the help says where it goes)
-# the model source: one of them is required (measure's mutually exclusive group), no default to state
+# model source (measure's required one of three), and --trace (its FILE is optional: the
+# help says where it goes)
 NO_DEFAULT = {"--set", "--model", "--hf-config", "--scenario", "--trace"}
 
 
