@@ -21,8 +21,8 @@ from tiersim.engine.schedule_offload import (
     host_accumulation,
 )
 from tiersim.state.zero1_offload import host_partition
-from tiersim.workload.experts import alone_unit
-from tiersim.workload.pipeline import stage_schedule
+from tiersim.workload.experts import alone_unit, combined_1f1b
+from tiersim.workload.pipeline import stage_order
 
 # the kinds and roles of the passes' ops, looked up once: an enum member is a class attribute
 GPU, SYNC = OpKind.GPU, OpKind.SYNC
@@ -183,8 +183,8 @@ class TrainingPasses:
         else:
             self.ops.free_after(at, self.c.gpu, unit.weights_full)
 
-    def forward(self, u: int, mb: int, step: int) -> int:
-        unit = self.alone[u] if mb == 0 else self.units[u]
+    def forward(self, u: int, mb: int, step: int, alone: bool = False) -> int:
+        unit = self.alone[u] if alone else self.units[u]  # `alone`: no pass beside it
         ops = self.ops
         if self.keeps[u]:
             w, held = self._gather_kept(u, step, mb), False
@@ -245,8 +245,8 @@ class TrainingPasses:
                 self.ops.barrier(label, step, [op], Role.STATE)
         return op
 
-    def backward(self, u: int, mb: int, step: int, offloaded: int | None) -> int:
-        unit, ops = self.alone[u] if mb == self.last_microbatch else self.units[u], self.ops
+    def backward(self, u: int, mb: int, step: int, offloaded: int | None, alone=False) -> int:
+        unit, ops = self.alone[u] if alone else self.units[u], self.ops
         streamed = self.is_streamed[u]  # else the weights stay put: no fetch, no release
         if self.keeps[u]:  # still whole from the forward: no all-gather
             streamed, (w, held) = False, (self.kept[u][0], False)
@@ -373,16 +373,14 @@ class TrainingPasses:
     def micro_batches(self, step: int) -> None:
         """This stage's forwards and backwards in its pipeline schedule's order (1F1B or
         interleaved), each over the units of one model chunk."""
-        par = self.c.res.execution.parallel
-        order = stage_schedule(
-            self.c.wl.stage, par.pipeline, self.c.wl.micro_batches, par.virtual_pipeline
-        )
+        par, wl = self.c.res.execution.parallel, self.c.wl  # `ends`: ops at each end alone
+        order, ends = stage_order(wl.stage, par, wl.micro_batches, combined_1f1b(self.c.res))
         offloads: dict[tuple[int, int], int | None] = {}
         waits = self.c.wl.bubble_s - self.c.wl.bubble_after_s
         marks: list[int] = []
         self.order_starts.append(marks)
         if schedule_resident.applies(self):  # nothing moves: the same ops, built directly
-            return schedule_resident.build(self, step, order, waits, marks)
+            return schedule_resident.build(self, step, order, waits, marks, ends)
         ops, chunks, last = self.ops, self.c.wl.chunks, len(order) - 1
         forward, backward, offload = self.forward, self.backward, self.offload_activations
         for k, op in enumerate(order):
@@ -390,9 +388,10 @@ class TrainingPasses:
             units, mb = chunks[op.chunk], op.microbatch
             if k == last and waits > 0:  # the other stages' work before the last op
                 ops.add(Op(OpKind.IDLE, Role.BUBBLE, "pipeline bubble", step, [], duration=waits))
+            alone = k < ends or k > last - ends
             if op.kind == "forward":
                 for u in units:
-                    offloads[(u, mb)] = offload(u, mb, step, forward(u, mb, step))
+                    offloads[(u, mb)] = offload(u, mb, step, forward(u, mb, step, alone))
             else:
                 for u in reversed(units):
-                    backward(u, mb, step, offloads.pop((u, mb)))
+                    backward(u, mb, step, offloads.pop((u, mb)), alone)

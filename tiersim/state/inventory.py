@@ -50,7 +50,12 @@ from tiersim.state.sharding import (
     sharded_parameter_bytes as sharded_parameter_bytes,
 )
 from tiersim.state.stages import Units as Units
-from tiersim.state.stages import chunk_layers, interleaved_peak
+from tiersim.state.stages import (  # inflight_microbatches: read here by its old name too
+    chunk_layers,
+    inflight_microbatches,
+    interleaved_peak,
+    paired,
+)
 from tiersim.state.stages import stage_layers as stage_layers
 from tiersim.state.stages import stage_matrices as stage_matrices
 from tiersim.state.stages import unit_matrices as unit_matrices
@@ -123,18 +128,6 @@ def layers_activation_bytes(
         n * shapes[k].layer_activation_bytes(ex.seq_len, mbs, tensor, sequence, recompute, acc)
         for k, n in alike.items()
     )
-
-
-def inflight_microbatches(stage: int, pipeline: int, virtual: int, micro_batches: int) -> float:
-    """Micro-batches of activations a stage holds at its peak, in units of its layers.
-
-    1F1B: stage k holds p - k. Interleaved (Megatron): (v-1)p + 2(p-k-1) + 1 model chunks of
-    L/(pv) layers; for k = 0 that is p·(1 + (p-1)/(pv)), Korthikanti et al. eq. in §4.2.3.
-    """
-    if virtual == 1:
-        return float(min(pipeline - stage, micro_batches))
-    chunks = (virtual - 1) * pipeline + 2 * (pipeline - stage - 1) + 1
-    return min(chunks, micro_batches * virtual) / virtual
 
 
 def layer_activation_bytes(r: Resolved, layer: LayerShape) -> float:
@@ -315,7 +308,7 @@ def _uneven_interleaved_peak(r: Resolved, stage: int, outside: float) -> float:
     ]
     weights[0 if stage == 0 else v - 1] += outside
     m = r.execution.training.grad_accumulation
-    return interleaved_peak(stage, p, v, m, weights)
+    return interleaved_peak(stage, p, v, m, weights, paired(par, r.model))
 
 
 def stage_bytes(
@@ -325,8 +318,9 @@ def stage_bytes(
     par, memo = r.execution.parallel, {} if memo is None else memo
     args = (par.tensor, par.expert, Mesh.of(par).expert_tensor, par.stage_layers, memo)
     mats = stage_matrices(model, r.units, stage, par.pipeline, *args)
+    m = r.execution.training.grad_accumulation
     inflight = inflight_microbatches(
-        stage, par.pipeline, par.virtual_pipeline, r.execution.training.grad_accumulation
+        stage, par.pipeline, par.virtual_pipeline, m, paired(par, model)
     )
     layers = stage_layers(r.units, stage, par.pipeline, par.stage_layers)
     if (key := ("activations", *((id(u.shape), u.count) for u in layers))) not in memo:

@@ -56,7 +56,7 @@ from tiersim.workload.optimizer_bytes import mixed_precision_bytes
 from tiersim.workload.optimizer_gathers import update_collectives_s, update_gemm_flops
 from tiersim.workload.reduce_buckets import reduces_per_unit
 from tiersim.workload.stage_times import bubble as stage_bubble
-from tiersim.workload.stage_times import chunks, compute_times
+from tiersim.workload.stage_times import chunk_units, chunks, compute_times
 from tiersim.workload.unit import Unit
 
 
@@ -304,15 +304,6 @@ def _renamed(u: Unit, first: int, index: int) -> Unit:
     return twin
 
 
-def _chunk_units(par, stage: int, n_units: int) -> list[int] | None:
-    """Units in each of the stage's chunks under `parallel.stage_layers` (None: even)."""
-    if par.stage_layers is None:
-        return None
-    layers = [par.stage_layers[stage + i * par.pipeline] for i in range(par.virtual_pipeline)]
-    per_layer = n_units // max(1, sum(layers))
-    return [n * per_layer for n in layers]
-
-
 def build_workload(
     r: Resolved, inv: Inventory | None = None, shared: dict | None = None
 ) -> Workload:
@@ -349,7 +340,7 @@ def build_workload(
             len(units) - 1,
             par.virtual_pipeline,
             inv.stage == 0 < par.pipeline - 1,
-            _chunk_units(par, inv.stage, len(units) - 1),
+            chunk_units(par, inv.stage, len(units) - 1),
         ),
         gradients_every_microbatch=every_mb,
         bubble_s=bubble,
