@@ -143,6 +143,13 @@ CASES = (
         (("s.yaml", SMALL),),
         (("E-RESULTS", "compare"),),
     ),
+    Case(
+        "command-line",
+        "measure a scenario whose model is a parameter count",
+        ("measure", "--scenario", "{tmp}/s.yaml"),
+        (("s.yaml", "name: g\nmodel: {parameters: 1000000, layers: 2}\n"),),
+        (("E-MEASURE", "<tmp>/s.yaml: model.parameters"),),
+    ),
 )
 
 

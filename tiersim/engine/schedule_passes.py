@@ -20,6 +20,7 @@ from tiersim.engine.schedule_offload import (
     host_accumulates,
     host_accumulation,
 )
+from tiersim.state.zero1_offload import host_partition
 from tiersim.workload.experts import alone_unit, combined_1f1b
 from tiersim.workload.pipeline import stage_order
 
@@ -28,7 +29,7 @@ GPU, SYNC = OpKind.GPU, OpKind.SYNC
 FORWARD, RECOMPUTE, BACKWARD = Role.FORWARD, Role.RECOMPUTE, Role.BACKWARD
 FACTS = (  # what TrainingPasses.__init__ works out from the context, never changed after
     "c units alone first_stage homes is_streamed keeps offloads reads_back scatters gradients_stay "
-    "last_microbatch forward_alloc backward_alloc in_stream host_adds blocking_out reduce_kind"
+    "last_microbatch forward_alloc backward_alloc in_stream host_adds blocking_out reduce_kind once"
 )
 
 
@@ -58,12 +59,12 @@ class TrainingPasses:
         self.keeps = [keep and u.dp_weights is not None for u in c.wl.units]
         self.kept: dict[int, list] = {}  # unit -> [its gather, the use holding its free, users]
         self.swap = ParamSwapIn(c)
-        gpu = c.gpu  # activations written out after forward; gradients read back to accumulate
+        gpu, self.once = c.gpu, host_partition(c.res.execution)  # ZeRO-1's: written once a step
         self.offloads = [
             h["activations"] != gpu and c.wl.units[u].activations > 0
             for u, h in enumerate(self.homes)
         ]
-        self.reads_back = [h["gradients"] != gpu for h in self.homes]
+        self.reads_back = [h["gradients"] != gpu and not self.once for h in self.homes]
         self.scatters = [self._reduce_scatters(u) for u in range(n)]
         self.gradients_stay = [  # nothing to write home after a backward
             h["gradients"] == gpu or c.wl.units[u].gradients_full == 0
@@ -98,12 +99,9 @@ class TrainingPasses:
         return ((self.c.gpu, nbytes),) if nbytes else ()
 
     def _gradients_leave(self, u: int) -> bool:
-        """The unit's gradients leave GPU memory after each backward (homed elsewhere, or
-        reduce-scattered every micro-batch): the backward allocates their full buffer."""
-        unit = self.c.wl.units[u]
-        return unit.gradients_full > 0 and (
-            self.homes[u]["gradients"] != self.c.gpu or self.scatters[u]
-        )
+        """The backward allocates gradients that leave the GPU (homed off it, or scattered)."""
+        leaves = self.homes[u]["gradients"] != self.c.gpu or self.scatters[u]
+        return self.c.wl.units[u].gradients_full > 0 and not self.once and leaves
 
     def forget_held(self) -> None:
         """The weights change now (the update): nothing staged survives into the next use."""
@@ -351,7 +349,7 @@ class TrainingPasses:
             done = reduced if reduced is not None else bwd
         else:
             done = bwd
-        if self.gradients_stay[u]:
+        if self.gradients_stay[u] or (self.once and not last):  # DeepSpeed ZeRO-1's: held
             if scatters:
                 self.ops.free_after(done, gpu, unit.gradients_full)
             self.ready.gradients[u] = done
@@ -366,7 +364,7 @@ class TrainingPasses:
             [done, read],
             alloc_dst=False,
         )
-        self.ops.free_after(op, gpu, unit.gradients_full)
+        self.ops.free_all_after(op, gpu, [n for _, n in self.backward_alloc[u]])  # none held
         self.ready.gradients[u] = host_accumulation(self.c, self.ops, u, mb, step, op)
         if last:
             after_boundary_write(self.c, self.ops, self.ready, u, step, op)

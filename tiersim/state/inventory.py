@@ -59,6 +59,7 @@ from tiersim.state.stages import (  # inflight_microbatches: read here by its ol
 from tiersim.state.stages import stage_layers as stage_layers
 from tiersim.state.stages import stage_matrices as stage_matrices
 from tiersim.state.stages import unit_matrices as unit_matrices
+from tiersim.state.zero1_offload import host_share
 
 if TYPE_CHECKING:
     from tiersim.state.resolved import Resolved
@@ -69,6 +70,7 @@ class ClassBytes:
     """Bytes of every state class, in the table's order (`bytes["weights"]`)."""
 
     by_class: Mapping[str, int]
+    gpu_gradients: int = 0  # DeepSpeed ZeRO-1's whole gradients beside the host's partition
 
     def __post_init__(self) -> None:
         if tuple(self.by_class) != NAMES:
@@ -271,12 +273,13 @@ def _class_bytes(
     dense_m = [m for m in mats if not m.expert]
     dense = sharded_parameter_bytes(tr, dense_m, shards, dense_div, padded, momentum) | (apex or {})
     experts = sharded_parameter_bytes(tr, experts_m, shards, expert_div, None, momentum)
+    on_gpu = 0 if single else host_share(r.execution, dense, experts, (dense_div, expert_div))
     workspace = workspace_bytes(r.execution, largest_tensor_elements(r.model, mats))
     if not single:  # context_comm: all_gather holds a layer's gathered K/V (state/context.py)
         workspace += math.ceil(gathered_kv_bytes(r, r.model))
     other = {"activations": activations, "workspace": workspace}
     total = {c: dense[c] + experts[c] if c in dense else other[c] for c in NAMES}
-    return ClassBytes(total), ClassBytes({c: experts.get(c, 0) for c in NAMES})
+    return ClassBytes(total, on_gpu), ClassBytes({c: experts.get(c, 0) for c in NAMES})
 
 
 def dense_inventory(r: Resolved, model: Model) -> ClassBytes:
@@ -347,6 +350,8 @@ def tier_use(
         held[home][cls] += per_gpu[cls] - apart
         if apart:
             held[expert_home[cls]][cls] += apart
+    if per_gpu.gpu_gradients:  # DeepSpeed ZeRO-1's, beside the host's share (zero1_offload.py)
+        held[r.machine.gpu.memory]["gradients"] += per_gpu.gpu_gradients
     return {
         name: TierUse(tier.capacity, sum(held[name].values()), dict(held[name]))
         for name, tier in r.machine.tiers.items()
