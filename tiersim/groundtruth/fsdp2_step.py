@@ -47,7 +47,7 @@ from tiersim.config.schema import Scenario
 from tiersim.groundtruth import hfmodels
 from tiersim.groundtruth.fsdp2 import free_port
 from tiersim.groundtruth.quiet_profiler import quiet_profile
-from tiersim.groundtruth.selective import recompute_attention_core
+from tiersim.groundtruth.selective import set_recompute as set_recompute  # its home before
 from tiersim.groundtruth.settled_collectives import Wait, settle, settled_collectives
 from tiersim.groundtruth.step_peaks import StepPeaks, measured_peaks
 from tiersim.groundtruth.step_timeline import train_step
@@ -128,27 +128,6 @@ def sharded_model(s: Scenario, dtype: str, seed: int = 0) -> tuple[Any, Any]:
         ids = torch.randint(0, m.vocab, (s.training.micro_batch_size, s.seq_len))
     _sharded(net, s.parallel.reshard_after_forward is not False)
     return net, ids
-
-
-def set_recompute(net: Any, recompute: str, kernel: str) -> None:
-    """`training.recompute` on the built model, whatever was set before: `full` each layer's
-    input kept and the layer recomputed (transformers' checkpointing flag on the layers, read
-    at each call), `selective` the attention core recomputed (groundtruth/selective.py),
-    `none` neither; `kernel` the attention implementation the model was built with."""
-    net.config._attn_implementation = kernel
-    full = recompute == "full"
-    if full:
-        kwargs = {"use_reentrant": False}
-        if hasattr(net, "activation_checkpointing_enable"):  # its name in later transformers 5
-            net.activation_checkpointing_enable(activation_checkpointing_kwargs=kwargs)
-        else:
-            net.gradient_checkpointing_enable(gradient_checkpointing_kwargs=kwargs)
-    elif hasattr(net, "activation_checkpointing_disable"):  # the layers' flags cleared
-        net.activation_checkpointing_disable()
-    else:
-        net.gradient_checkpointing_disable()
-    if recompute == "selective":
-        recompute_attention_core(net)
 
 
 def held_bytes(net: Any, optimizer: Any) -> int:

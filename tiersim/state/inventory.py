@@ -14,8 +14,7 @@ from typing import TYPE_CHECKING
 
 from tiersim.config.mesh import Mesh
 from tiersim.core.records import record
-from tiersim.state.activation_policy import kept
-from tiersim.state.activations import Item, divided, layer_items, outside_items
+from tiersim.state.activations import Item, divided, kept_items, outside_items
 from tiersim.state.apex_buckets import apex_resident_bytes, on_apex
 from tiersim.state.buffers import largest_tensor_elements, workspace_bytes
 from tiersim.state.classes import NAMES
@@ -190,11 +189,7 @@ def _kept_runs(r: Resolved, model: Transformer, held: list, recompute: str) -> l
     seq, mbs, acc = r.execution.seq_len, r.execution.training.micro_batch_size, r.accounting
     return [
         (
-            kept(
-                layer_items(model, seq, mbs, acc, getattr(u.shape, "index", 0)),
-                recompute,
-                acc.recompute_modules,
-            ),
+            kept_items(model, seq, mbs, acc, recompute, getattr(u.shape, "index", 0)),
             u.count,
         )
         for u in held
