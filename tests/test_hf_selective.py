@@ -105,3 +105,30 @@ def test_selective_eager_attention_stays_causal(runs):
     _, _, plain = measured(net, "eager", "none")
     assert runs["eager", "selective"][2] == pytest.approx(plain, rel=1e-6)
 
+
+def test_measure_scenario_runs_recompute_on_one_process(tmp_path, capsys):
+    """`measure --scenario` with transformers' model recomputes on one process as the scenario
+    says (no note), the bytes by hand as above, the prediction the same."""
+    import json
+
+    import yaml
+
+    from tiersim.cli import main
+
+    fp32 = {"weights": "fp32", "gradients": "fp32", "master": "none", "optimizer": "fp32"}
+    model = {
+        "layers": 2, "hidden": 64, "heads": 4, "kv_heads": 2, "ffn_hidden": 128, "vocab": 128,
+        "max_positions": 64, "gated_mlp": True, "norm": "rmsnorm", "position": "rope",
+    }  # fmt: skip
+    training = {"implementation": "huggingface", "attention_kernel": "sdpa", "seq_len": S}
+    training |= {"micro_batch_size": B, "precision": fp32, "recompute": "selective"}
+    path = tmp_path / "s.yaml"
+    path.write_text(yaml.safe_dump({"name": "m", "model": model, "training": training}))
+    assert main(["measure", "--scenario", str(path), "--device", "cpu", "--format", "json"]) == 0
+    out, err = capsys.readouterr()
+    got = json.loads(out)["activations"]
+    assert "note: " not in err
+    assert got["per_layer_bytes"] == [LAYER_SELECTIVE, LAYER_SELECTIVE]
+    assert got["outside_layers_bytes"] == OUTSIDE + 256
+    assert got["predicted_per_layer_bytes"] == LAYER_SELECTIVE
+    assert got["predicted_outside_layers_bytes"] == OUTSIDE + 256

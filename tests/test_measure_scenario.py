@@ -39,7 +39,7 @@ def test_the_shipped_fsdp2_offload_scenario():
         "optimizer": "adamw",
         "dtype": "bf16",  # the compute precision: what the activations are held in
         "implementation": "tiersim",  # megatron's accounting predicts tiersim's own modules
-        "recompute": "none",  # measure recomputes under FSDP2 with transformers' model only
+        "recompute": "none",  # measure recomputes with transformers' model only
     }
     assert got.fsdp == 8  # ZeRO-3 over 8 data ranks: FSDP2 on 8 CPU ranks, AdamW's shards
     assert keys(got) == [
@@ -176,11 +176,11 @@ def test_the_options_typed_win_and_their_keys_notes_go():
             "megatron: measured as a plain PyTorch step, without the engine's own buffers",
         ),
         (
-            {"implementation": "huggingface", "recompute": "full"},
+            {"recompute": "full"},
             {},
             None,
             "training.recompute",
-            "full: measure recomputes only under FSDP2",
+            "full: measure recomputes only with transformers' model",
         ),
     ],
 )
@@ -189,6 +189,11 @@ def test_the_data_parallel_layout_as_fsdp(training, parallel, fsdp, noted, said)
     assert got.fsdp == fsdp and got.fields["recompute"] == "none"
     assert keys(got) == ([noted] if noted else [])
     assert all(said in n.message for n in got.notes)
+
+
+def test_recompute_with_transformers_model_runs_on_one_process():
+    got = settings({"implementation": "huggingface", "recompute": "full", "precision": FP32})
+    assert (got.fsdp, got.fields["recompute"], keys(got)) == (None, "full", [])
 
 
 def test_torchtitans_op_level_recompute_is_measured_without_recompute():

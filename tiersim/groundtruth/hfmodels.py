@@ -284,6 +284,10 @@ def run(m: Transformer, family: str, acc: Accounting, req: Any, seq: int, device
         torch.manual_seed(req.seed)
         net = build(m, family, acc, seq, dtype)
         ids = torch.randint(0, m.vocab, shape)
+    if req.recompute != "none":  # as the scenario asks (measure --scenario)
+        from tiersim.groundtruth.selective import set_recompute
+
+        set_recompute(net, req.recompute, KERNELS[acc.kernel])
     params = list(net.parameters())
     optimizer = tm.make_optimizer(req.optimizer, list(net.named_parameters()))
     train_step(net, optimizer, ids, None)  # warm-up: creates the optimizer state

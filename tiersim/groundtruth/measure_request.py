@@ -55,7 +55,7 @@ class Request:
     device: str = "auto"
     implementation: str = "tiersim"  # tiersim's own modules, or a transformers model
     dropout: float | None = None  # attention and hidden dropout (default: the model's)
-    # training.recompute: run only under FSDP2 with transformers' model (fsdp2_step.py)
+    # training.recompute: run only with transformers' model (groundtruth/selective.py)
     recompute: str = "none"
     overrides: tuple[str, ...] = ()
     base_dir: Path = field(default_factory=Path.cwd)
@@ -124,8 +124,8 @@ def _scenario(req: Request, fsdp: int | None = None) -> Scenario:
     if req.dropout is not None:
         model |= {"attention_dropout": req.dropout, "hidden_dropout": req.dropout}
     if req.recompute != "none":
-        if fsdp is None or req.implementation != "huggingface":
-            why = "measure recomputes only under FSDP2 with transformers' model"
+        if req.implementation != "huggingface":
+            why = "measure recomputes only with transformers' model"
             raise invalid("recompute", f"{req.recompute!r}: {why} (expected none)")
         training["recompute"] = req.recompute
     raw = {"name": "measure", "model": model, "training": training}

@@ -7,11 +7,11 @@ sensible can be measured. The options typed beside the file (`typed`: a Request 
 What is taken: the model, seq_len, micro_batch_size, the optimizer, the compute precision as
 measure's one dtype, the implementation (megatron: tiersim's own modules, predicted with the
 megatron accounting; huggingface: transformers'), the attention kernel, and ZeRO-3 over the
-data ranks as FSDP2 on that many CPU ranks; recompute where measure runs it (FSDP2 with
-transformers' model: groundtruth/fsdp2_step.py's set_recompute, the memory timeline's
-prediction). What is not: tensor, pipeline, context and expert splits (every layer whole on
-one process), FP8, other tiers than the GPU's memory, GPU-only kernels, a precision mix
-(measure trains one precision throughout, no master copy).
+data ranks as FSDP2 on that many CPU ranks; recompute where measure runs it (transformers'
+model, on one process or under FSDP2: groundtruth/selective.py's set_recompute). What is
+not: tensor, pipeline, context and expert splits (every layer whole on one process), FP8,
+other tiers than the GPU's memory, GPU-only kernels, a precision mix (measure trains one
+precision throughout, no master copy).
 """
 
 from __future__ import annotations
@@ -229,11 +229,11 @@ def _why_not_fsdp(data: int, optimizer: str, hf: bool) -> str:
 
 
 def _recompute(s: Scenario, fields: dict[str, Any], fsdp: int | None, notes: list) -> str:
-    """Recompute where measure runs it: FSDP2 with transformers' model (fsdp2_step.py)."""
+    """Recompute where measure runs it: transformers' model (groundtruth/selective.py)."""
     name = s.training.recompute
     if name == "none":
         return "none"
-    runs = fsdp is not None and fields["implementation"] == "huggingface"
+    runs = fields["implementation"] == "huggingface"
     if runs and name != "selective_op":
         if s.training.recompute_every not in (None, 1):
             _note(
@@ -251,8 +251,7 @@ def _recompute(s: Scenario, fields: dict[str, Any], fsdp: int | None, notes: lis
     where = (
         "torchtitan's op-level policy is not one measure runs"
         if name == "selective_op"
-        else "measure recomputes only under FSDP2 with transformers' model "
-        "(--implementation huggingface, --fsdp N)"
+        else "measure recomputes only with transformers' model (--implementation huggingface)"
     )
     _note(notes, "training.recompute", f"{name}: {where}; measured without recompute")
     return "none"

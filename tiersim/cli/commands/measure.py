@@ -45,11 +45,12 @@ measured, and the file says it is not the named model.
 --scenario FILE (a scenario, or one `tiersim import` wrote; --set applies to it as in `run`)
 takes its model, seq_len, micro-batch, optimizer, compute precision (as --dtype), implementation
 (megatron: tiersim's own modules; huggingface and torchtitan: transformers'), attention kernel,
-ZeRO-3 over data ranks (as --fsdp N, up to 16) and recompute (run under FSDP2 with transformers'
-model); an option typed beside it wins. What a CPU run cannot honour (tensor, pipeline, context
-and expert splits, FP8, state offloaded from the GPU, GPU-only kernels, a precision mix, an
-optimizer PyTorch lacks) is said on standard error, a note naming the key and what is measured
-instead ([W-MEASURE-INSTEAD]); a generic model (model.parameters) is refused.
+ZeRO-3 over data ranks (as --fsdp N, up to 16) and recompute (run with transformers' model, on
+one process or under FSDP2); an option typed beside it wins. What a CPU run cannot honour
+(tensor, pipeline, context and expert splits, FP8, state offloaded from the GPU, GPU-only
+kernels, a precision mix, an optimizer PyTorch lacks) is said on standard error, a note naming
+the key and what is measured instead ([W-MEASURE-INSTEAD]); a generic model (model.parameters)
+is refused.
 """
 
 
