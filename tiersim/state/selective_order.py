@@ -52,14 +52,15 @@ def core_backward_peak(items: list[Item], kept_kv: float = 0.0) -> float:
     """The bytes eager attention's core holds at its backward's peak, one micro-batch, from
     the accounting's items: 3 x its saved softmax output (that output, its gradient in the
     softmax's dtype, the softmax's backward result); 0 where the core saves no softmax output.
-    Beside them the key repeated to every head, recomputed inside the core (`repeat_kv`, a new
-    tensor where there are fewer kv heads) and saved by q·kᵀ, whose backward runs after the
-    softmax's; the repeated value is freed by then (probabilities·v's backward runs first).
-    `kept_kv`: the K and V the checkpoint keeps, at the kv heads (the repeat's own storage
-    where they are the same bytes: a view, nothing new)."""
+    Beside them K and V repeated to every head, recomputed inside the core (`repeat_kv`: new
+    tensors where there are fewer kv heads), both recorded held then (tests/test_step_measure.py
+    at hidden 64: +802,816 B from the core's start = 3 x 262,144 + 2 x 16,384 repeated, less
+    the out-projection's output gradient, 16,384, freed). `kept_kv`: the K and V the
+    checkpoint keeps, at the kv heads (the repeat's own storage where they are the same
+    bytes: a view, nothing new)."""
     scores = sum(3 * i.nbytes for i in items if i.name == "softmax output")
     repeated = sum(i.nbytes for i in items if i.name == REPEATED_KV)
-    return scores + (repeated / 2 if scores and repeated != kept_kv else 0.0)
+    return scores + (repeated if scores and repeated != kept_kv else 0.0)
 
 
 def recompute_core(
