@@ -106,6 +106,9 @@ def test_every_shipped_scenario_extrapolates_to_its_full_simulation(path):
     assert fast["sim"]["steady_state"] == "extrapolated"
     assert full["sim"]["steady_state"] == "full"
     assert differences(full, fast, full["step"]["time_s"]) == []
+    if SHRUNK.get(path.stem) is WEAR_YEAR:  # held for a year, the budget still fails: the
+        # grad_accumulation remedy is still simulated, and compared
+        assert fast["wear"]["hbf"]["remedies"]["grad_accumulation"]["value"] > 100
 
 
 @settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
