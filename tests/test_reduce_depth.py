@@ -18,7 +18,11 @@ from __future__ import annotations
 import pytest
 from engine_helpers import scenario, tiny
 
+from tiersim.engine.phases import Context
+from tiersim.engine.reduce_depth import in_flight_bound
 from tiersim.runner import simulate
+from tiersim.state.resolved import resolve
+from tiersim.workload.work import build_workload
 
 GB = 1e9
 RESIDENT = 12 * GB
@@ -94,3 +98,27 @@ def test_deepspeed_zero2_reduces_on_the_compute_stream_without_overlap_comm(m):
     r = _run(m, "0.5 GB/s", **ds)
     assert r.tiers["hbm"].peak_bytes == RESIDENT + 2 * BUFFER
     assert r.time_s == pytest.approx(4 + 8 * m + UPDATE_S + 8, rel=1e-9)
+
+
+@pytest.mark.parametrize(
+    ("framework", "stage", "offload", "bound"),
+    [
+        (None, 2, {}, 1),  # PyTorch's, as FSDP2's
+        ("fsdp", 3, {}, 1),  # _fsdp_param_group.py post_backward: waits for the one before
+        ("deepspeed", 2, {}, 0),  # overlap_comm off: average_tensor on the current stream
+        ("deepspeed", 2, {"overlap_comm": True}, 1),  # current_stream().wait_stream(stream)
+        ("deepspeed", 3, {}, 3),  # stage3.py: max_param_reduce_events = 2, then the new one
+        ("megatron", 2, {}, None),  # start_grad_sync: async in place, waited at the end
+    ],
+)
+def test_each_framework_s_bound_as_its_source_reads(framework, stage, offload, bound):
+    training = {"offload": offload} if offload else {}
+    if framework:
+        training["framework"] = framework
+    raw = tiny(
+        model={"parameters": 2_000_000_000, "layers": 2},
+        training=training,
+        parallel={"data": 2, "zero_stage": stage},
+    )
+    res = resolve(scenario(raw))
+    assert in_flight_bound(Context.of(res, build_workload(res), 1)) == bound
