@@ -134,6 +134,8 @@ def _fsdp_step(req: Request, world: int, told: Callable[[str], None]) -> dict[st
     seq, mbs = scenario.seq_len, scenario.training.micro_batch_size
     config = {"seq_len": seq, "micro_batch_size": mbs, "dtype": req.dtype}
     config["optimizer"] = req.optimizer
+    if req.recompute != "none":  # run as the scenario asks (measure --scenario)
+        config["recompute"] = req.recompute
     peak = t.peak_event
     return {
         "model": model_dims(scenario.model),
