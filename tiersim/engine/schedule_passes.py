@@ -11,6 +11,7 @@ from tiersim.engine.oplist import OpList
 from tiersim.engine.ops import Op, OpKind, Role
 from tiersim.engine.param_swap import ParamSwapIn
 from tiersim.engine.phases import Context, Readiness
+from tiersim.engine.reduce_depth import InFlight, in_flight_bound
 from tiersim.engine.schedule_offload import (
     after_boundary_write,
     blocking_checkpoints,
@@ -83,6 +84,7 @@ class TrainingPasses:
         self.blocking_out = blocking_checkpoints(c)
         overlap = c.res.execution.parallel.overlap_gradient_reduce
         self.reduce_kind = OpKind.COMM if overlap else OpKind.SYNC  # not overlapped: GPU waits
+        self.in_flight = InFlight(in_flight_bound(c) if overlap else None)  # the framework's
 
     def fork(self, ops: OpList, ready: Readiness) -> TrainingPasses:
         twin = object.__new__(TrainingPasses)  # FACTS shared, not worked out again; state copied
@@ -92,6 +94,7 @@ class TrainingPasses:
         twin.uses, twin.use_units = list(self.uses), list(self.use_units)
         twin.kept = {u: list(k) for u, k in self.kept.items()}
         twin.swap = self.swap.fork()
+        twin.in_flight = self.in_flight.fork()
         twin.order_starts = list(self.order_starts)  # built steps' marks never change
         return twin
 
@@ -344,11 +347,11 @@ class TrainingPasses:
         unit, gpu, home = self.units[u], self.c.gpu, self.homes[u]["gradients"]
         last = mb == self.last_microbatch
         scatters = self.scatters[u]
+        done = bwd
         if scatters or last:
             reduced = self.ops.net(unit.dp_gradients, step, (bwd,), kind=self.reduce_kind)
             done = reduced if reduced is not None else bwd
-        else:
-            done = bwd
+            self.in_flight.issue(self.ops, reduced if scatters else None, step, unit.name)
         if self.gradients_stay[u] or (self.once and not last):  # DeepSpeed ZeRO-1's: held
             if scatters:
                 self.ops.free_after(done, gpu, unit.gradients_full)

@@ -41,12 +41,11 @@ from torch.distributed.fsdp._fully_shard._fsdp_collectives import (
     DefaultAllGather,
     DefaultReduceScatter,
 )
-from torch.profiler import ProfilerActivity
 
 from tiersim.config.schema import Scenario
 from tiersim.groundtruth import hfmodels
 from tiersim.groundtruth.fsdp2 import free_port
-from tiersim.groundtruth.quiet_profiler import quiet_profile
+from tiersim.groundtruth.quiet_profiler import memory_profile
 from tiersim.groundtruth.selective import set_recompute as set_recompute  # its home before
 from tiersim.groundtruth.settled_collectives import Wait, settle, settled_collectives
 from tiersim.groundtruth.step_peaks import StepPeaks, measured_peaks
@@ -153,10 +152,7 @@ def recorded_step(net: Any, optimizer: Any, ids: Any) -> StepPeaks | None:
         with settled_collectives():
             train_step(net, [optimizer], ids, recorded=False)
         return None
-    with (
-        settled_collectives(),
-        quiet_profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof,
-    ):
+    with settled_collectives(), memory_profile() as prof:
         train_step(net, [optimizer], ids, recorded=True)
     return measured_peaks(prof, base)
 

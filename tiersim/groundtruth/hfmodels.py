@@ -325,11 +325,9 @@ def _recorded_peak(step: Any, device: str, before: int) -> int:
         step()
         torch.cuda.synchronize()
         return int(torch.cuda.max_memory_allocated())
-    from torch.profiler import ProfilerActivity
-
-    from tiersim.groundtruth.quiet_profiler import quiet_profile
+    from tiersim.groundtruth.quiet_profiler import memory_profile
     from tiersim.groundtruth.step_peaks import measured_peaks
 
-    with quiet_profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+    with memory_profile() as prof:
         step()
     return measured_peaks(prof, before).peak_bytes

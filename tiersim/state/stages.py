@@ -173,7 +173,7 @@ def interleaved_peak(
     warm-up, one forward longer (workload/pipeline.py `warmup_forwards`)."""
     p, v, total = pipeline, virtual, micro_batches * virtual
     extra = 1 if paired else 0
-    warmup = total if micro_batches == p else min((p - stage - 1) * 2 + (v - 1) * p + extra, total)
+    warmup = min((p - stage - 1) * 2 + (v - 1) * p + extra, total)
 
     def chunk(k: int) -> int:
         return (k % (p * v)) // p
@@ -196,6 +196,9 @@ def inflight_microbatches(
 
     1F1B: stage k holds p - k. Interleaved (Megatron): (v-1)p + 2(p-k-1) + 1 model chunks of
     L/(pv) layers; for k = 0 that is p·(1 + (p-1)/(pv)), Korthikanti et al. eq. in §4.2.3.
+    Capped at the m·v chunks, m = p included: Megatron-Core's warm-up has no all-warm-up case
+    there (schedules.py @ 00611e6eeb0b, `get_pp_rank_microbatches`), nor has the engine's
+    order (workload/pipeline.py `warmup_forwards`; tests/test_inflight_chunks.py).
     `paired`: combined 1F1B (`parallel.overlap_expert_comm`) runs one warm-up forward more
     on every stage of a pipeline, so one chunk more is held (workload/pipeline.py
     `warmup_forwards`).

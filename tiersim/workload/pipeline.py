@@ -11,11 +11,13 @@ adjacent virtual stages.
 - Stage order, as Megatron-LM runs it (`megatron/core/pipeline_parallel/schedules.py`):
   warm-up forwards, a steady phase of one forward then one backward, cool-down backwards.
   1F1B: stage k runs min(p - k - 1, m) warm-up forwards. Interleaved: (p - k - 1)·2 +
-  (v - 1)·p warm-up forwards over the m·v (micro-batch, chunk) pairs, all of them when m = p;
-  the k-th pair is micro-batch (k // pv)·p + k % p on chunk (k % pv) // p, backwards visit the
-  chunks in reverse. Under `parallel.overlap_expert_comm` (combined 1F1B) every stage of a
-  pipeline warms up one forward more, and its warm-up forwards and as many cool-down
-  backwards run alone (`warmup_forwards` `paired`, `alone_ends`; workload/pipeline_alone.py).
+  (v - 1)·p warm-up forwards, capped at the m·v (micro-batch, chunk) pairs (Megatron-Core's
+  `get_pp_rank_microbatches` @ 00611e6eeb0b; older Megatron-LM warmed up all of them when
+  m = p, a case Megatron-Core dropped); the k-th pair is micro-batch (k // pv)·p + k % p on
+  chunk (k % pv) // p, backwards visit the chunks in reverse. Under
+  `parallel.overlap_expert_comm` (combined 1F1B) every stage of a pipeline warms up one
+  forward more, and its warm-up forwards and as many cool-down backwards run alone
+  (`warmup_forwards` `paired`, `alone_ends`; workload/pipeline_alone.py).
 - Step time: `pipeline_timeline.evaluate` runs every stage's order as a dependency graph (a
   forward waits for the previous virtual stage's forward plus c, a backward for the next
   virtual stage's backward plus c; sends never block the sender) and returns each stage's
@@ -134,10 +136,10 @@ def warmup_forwards(
     extra = 1 if paired and pipeline > 1 else 0
     if virtual == 1:
         return min(pipeline - stage - 1 + extra, micro_batches)
-    total = micro_batches * virtual
-    if micro_batches == pipeline:
-        return total
-    return min((pipeline - stage - 1) * 2 + (virtual - 1) * pipeline + extra, total)
+    # capped at the m·v visits; no all-warm-up case when m = p (older Megatron-LM's
+    # `if num_microbatches == pipeline_parallel_size`, gone at the commit above)
+    warm = (pipeline - stage - 1) * 2 + (virtual - 1) * pipeline + extra
+    return min(warm, micro_batches * virtual)
 
 
 def _visits(pipeline: int, micro_batches: int, virtual: int, kind: Kind) -> list[Op]:
