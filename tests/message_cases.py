@@ -90,6 +90,12 @@ CASES = (
         (("E-LAYOUT", "<tmp>/s.yaml: parallel.tensor"),) * 2,  # heads, and kv_heads
     ),
     _scenario(
+        "a combination Megatron-Core refuses (overlap_expert_comm on plain 1F1B)",
+        "name: x\nmodel: {preset: mixtral-8x7b}\ntraining: {seq_len: 1024, framework: megatron}\n"
+        "parallel: {data: 2, expert: 2, pipeline: 2, overlap_expert_comm: true}\n",
+        (("E-CONFLICT", "<tmp>/s.yaml: parallel.virtual_pipeline"),),
+    ),
+    _scenario(
         "a --set on a key that does not exist",
         SMALL,
         (("E-KEY-UNKNOWN", "<tmp>/s.yaml: training.seq_lenn"),),
@@ -136,6 +142,13 @@ CASES = (
         ("compare", "{tmp}/s.yaml"),
         (("s.yaml", SMALL),),
         (("E-RESULTS", "compare"),),
+    ),
+    Case(
+        "command-line",
+        "measure a scenario whose model is a parameter count",
+        ("measure", "--scenario", "{tmp}/s.yaml"),
+        (("s.yaml", "name: g\nmodel: {parameters: 1000000, layers: 2}\n"),),
+        (("E-MEASURE", "<tmp>/s.yaml: model.parameters"),),
     ),
 )
 

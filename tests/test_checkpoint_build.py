@@ -5,6 +5,7 @@ is that code, copied here (one class at a time through `_async`, as before `_asy
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -86,5 +87,7 @@ def test_the_async_copies_are_the_ones_ops_move_built(overrides, monkeypatch):
     assert len(copies) > 2 * 5  # two checkpoints of 4 layers and the rest
     assert len(built.ops) == len(before.ops)
     for mine, theirs in zip(built.ops, before.ops, strict=True):
-        assert mine == theirs
+        # the labels as read (a copy's is formatted only then: `Op.what`), every other field
+        assert mine.label == theirs.label
+        assert dataclasses.replace(mine, what="") == dataclasses.replace(theirs, what="")
         assert type(mine.deps) is type(theirs.deps) and type(mine.free) is type(theirs.free)

@@ -190,14 +190,16 @@ def test_the_target_holds_the_last_checkpoint_and_two_while_writing():
     assert not nvme("12 GB").fits  # holds one checkpoint, not two
 
 
-@pytest.mark.parametrize(("dwpd", "interval", "basis"), [(0.01, 8, "wear budget"), (1, 1, "drain")])
+@pytest.mark.parametrize(
+    ("dwpd", "interval", "basis"), [(0.01, 8, "wear budget"), (1, 1, "shortest")]
+)
 def test_auto_interval_keeps_the_target_within_its_write_budget(dwpd, interval, basis):
     # 8 GB per checkpoint to NVMe (100 TB), nothing else written there; at a fixed 1,000
     # steps/day a budget of d drive writes/day allows d x 100 TB / 1,000 = d x 100 GB per step.
     # d = 0.01: 1 GB per step -> one checkpoint every 8 GB / 1 GB = 8 steps at least.
     # d = 1: 100 GB per step, so the budget does not bind: an async stall ~0 makes Daly's
-    # optimum shorter than the 1.6 s drain, which sets the interval (within a 3 s step: every
-    # step; basis "drain").
+    # optimum shorter than the 1.6 s drain, which fits in a 3 s step: the interval is one
+    # step because none is shorter (basis "shortest", not "drain": ceil(1.6 / 3) = 1 step).
     raw = momentum(
         checkpoint={"every_steps": "auto", "mode": "async"},
         failures={"mtbf": "1 day"},

@@ -19,8 +19,8 @@ RATED = 1e12 * 5 * 365
 
 def momentum(**over):
     """An async checkpoint every Daly's optimum (a 1-day job MTBF): its 1.6 s drain over the
-    5 GB/s NVMe link fits in the 3 s step and the snapshot stalls ~0 s, so the drain sets the
-    interval: every step."""
+    5 GB/s NVMe link fits in the 3 s step and the snapshot stalls ~0 s, so Daly's optimum is
+    under the drain and the drain under a step: every step, the shortest interval."""
     nvme = {
         "capacity": "1 TB",
         "endurance": {"pe_cycles": 3000, "rated_drive_writes_per_day": 1, "warranty": "5 years"},
@@ -45,7 +45,7 @@ def report(raw):
 def test_without_a_budget_the_report_says_what_auto_wears():
     rep = report(momentum())
     ck = rep["checkpoint"]
-    assert (ck["interval_steps"], ck["interval_basis"]) == (1, "drain")
+    assert (ck["interval_steps"], ck["interval_basis"]) == (1, "shortest")  # the drain < a step
     # one 8 GB checkpoint a step, 1,000 steps a day: 8 TB/day on a 1 TB drive, 8 drive writes
     # a day; its rated 1.825 PB written last 1.825e15 / 8e12 = 228.125 days, its P/E cycles
     # 3,000 x 1 TB / 8 TB = 375 days: the rating runs out first, short of the 5-year warranty

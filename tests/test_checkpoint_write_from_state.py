@@ -55,6 +55,28 @@ def test_the_write_runs_from_the_updates_end_to_the_last_byte_durable():
     assert math.isclose(report["checkpoint"]["recovery_s"], 60 + 1.6 + 31 + 2.0, rel_tol=1e-9)
 
 
+def test_a_drain_longer_than_the_interval_stalls_its_excess_from_the_first_snapshot():
+    # The step above, checkpointing every 2 steps (12.4 s), its drain over an NVMe link of
+    # 0.5 GB/s: the snapshots as above (the last lands at E + 0.7), the link busy from E + 0.4
+    # to the last byte, 8 GB / 0.5 GB/s = 16 s: durable at D = E + 16.4 (write_s 16.4 s), the
+    # first snapshot begun at E - 0.1 (span_s 16.5 s). The next checkpoint's first snapshot
+    # would begin an interval after this one's first, at E - 0.1 + 12.4 = E + 12.3, and waits
+    # for D (one checkpoint in flight): the stall is D - (E + 12.3) = span - interval = 4.1 s
+    # (the snapshots themselves hold nothing: done by E + 0.7, the next updates at E + 6.0).
+    # Timed from the state fixed (write_s) it would be 16.4 - 12.4 = 4.0 s: 0.1 s short.
+    raw = merge(
+        two_layers(),
+        {
+            "checkpoint": {"every_steps": 2},
+            "hardware": {"links": {"nvme": {"bandwidth": "0.5 GB/s"}}},
+        },
+    )
+    ck = simulate(scenario(raw)).checkpoint
+    assert math.isclose(ck.write_s, 16.4, rel_tol=1e-9)
+    assert math.isclose(ck.span_s, 16.5, rel_tol=1e-9)
+    assert math.isclose(ck.stall_s, 16.5 - 2 * 6.2, rel_tol=1e-9)
+
+
 def test_an_interval_is_no_shorter_than_the_copies_span_from_the_first_snapshot():
     # durable 2.0 s after its state is fixed, its copies begun 0.1 s before that (the span
     # 2.1 s), no stall, 1 s steps: goodput's lag is 2.0 s, but the next checkpoint's first

@@ -99,8 +99,8 @@ def test_memory_host_timeline_against_the_engine():
         f"zero-offload-10b-dgx2 {h['peak_bytes'] / 1e9:.2f} GB ({state / 1e9:.2f} GB of state, "
         f"{parts['pinned rounding (power-of-two blocks)'] / 1e9:.2f} GB of pinned rounding, "
         f"{parts['host gradient buffer (ZeRO-Offload, pinned)'] / 1e9:.2f} GB of buffer, "
-        f"{parts['fp32 gradients (accumulation boundary)'] / 1e9:.2f} GB of fp32 gradients at the "
-        f"boundary, at `{h['peak_moment']}`)"
+        f"{parts['fp32 gradients beyond the 16-bit ones (accumulation boundary)'] / 1e9:.2f} GB "
+        f"of fp32 gradients beyond the 16-bit ones at the boundary, at `{h['peak_moment']}`)"
     )
     assert said in text
     zi = _golden("zero-infinity-1t-dgx2")

@@ -205,8 +205,9 @@ def test_plan_help_names_130_and_143_as_sweep_does(cli):
 
 
 # the options that take a value but have no default to state: repeatable overrides, the
-# one-of-two model source, and --trace (its FILE is optional: the help says where it goes)
-NO_DEFAULT = {"--set", "--model", "--hf-config", "--trace"}
+# model source (measure's required one of three), and --trace (its FILE is optional: the
+# help says where it goes)
+NO_DEFAULT = {"--set", "--model", "--hf-config", "--scenario", "--trace"}
 
 
 def test_every_option_with_a_value_states_its_default():

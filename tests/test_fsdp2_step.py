@@ -450,7 +450,8 @@ def test_fsdp2_selective_recompute_of_eager_attention_within_3_percent(recorded,
     1 % since the core's backward peak (3 fp32 s² tensors) and the layer's gradients made before
     it (the MLP's, o_proj's, the post-attention norm's, unsharded) are counted there
     (state/selective_order.py: -1.34 % before, -0.19 % after; at hidden 64 -8.2 % and -0.36 %,
-    docs/fsdp2-memory.md)."""
+    docs/fsdp2-memory.md). With eager's causal mask held (the core had none before) and K, V
+    kept at the kv heads, their repeats counted at the core's peak: -0.17 %."""
     from tiersim.groundtruth.step_timeline import predicted_peaks, predicted_timeline
 
     world, steps = recorded

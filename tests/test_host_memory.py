@@ -58,7 +58,7 @@ def test_zero_offload_host_parts_by_hand():
         "pinned rounding (power-of-two blocks)": ZO_ROUNDING,
         "resident master": ZO_MASTER,
         "resident gradients": ZO_GRADIENTS,
-        "fp32 gradients (accumulation boundary)": ZO_FP32,
+        "fp32 gradients beyond the 16-bit ones (accumulation boundary)": ZO_FP32,
         "host gradient buffer (ZeRO-Offload, pinned)": ZO_BUFFER,
     }
     # every fp32 gradient is held until the update: the peak is the last layer's backward
@@ -218,7 +218,8 @@ def test_zero_offload_runs_out_at_the_accumulation_boundary():
     assert inv.tiers["dram"].fits
     assert not h.timeline.fits
     assert h.timeline.oom_event.moment == "backward: layer 16"
-    assert h.timeline.oom_event.part == "fp32 gradients (accumulation boundary)"
+    part = "fp32 gradients beyond the 16-bit ones (accumulation boundary)"
+    assert h.timeline.oom_event.part == part
 
 
 # --- the node ------------------------------------------------------------------------------------

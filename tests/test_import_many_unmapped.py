@@ -32,9 +32,9 @@ def test_unmapped_settings_past_30_are_counted_in_one_note(tmp_path):
         "hardware's nvme tier (the drive serving this GPU) [W-IMPORT-ASSUMED]"
     )
     expected.append(  # a DeepSpeed config has no sequence length (review 2026-12-07-i)
-        "note: training.seq_len: no config gives it (a DeepSpeed config has no sequence "
-        "length): the scenario's default, the model's max_positions, else 2048 (expected "
-        "--set training.seq_len=N, the length the run trains at) [W-IMPORT-ASSUMED]"
+        "note: training.seq_len: no config gives it (a DeepSpeed or Accelerate config has no "
+        "sequence length): the scenario's default, the model's max_positions, else 2048 "
+        "(expected --set training.seq_len=N, the length the run trains at) [W-IMPORT-ASSUMED]"
     )
     expected.append(
         f"note: {path}: ... and 70 more settings tiersim has no key for, from k30 on "

@@ -173,6 +173,32 @@ def test_cli_hf_config_table(tmp_path: Path, capsys):
     assert "activations" in out and "peak (GPU)" in out
 
 
+def test_cli_from_a_scenario_file(tmp_path: Path, capsys):
+    # `measure --scenario`: the model, seq_len, precision (bf16 throughout, no master) and
+    # implementation (megatron: tiersim's own modules) read from the file; the micro-batch
+    # typed wins over the file's 1; the tensor split it cannot run said in a note
+    raw = {"name": "m", "model": GPT2_TINY, "parallel": {"tensor": 2}}
+    precision = {"weights": "bf16", "gradients": "bf16", "master": "none", "optimizer": "bf16"}
+    raw["training"] = {"seq_len": SEQ, "micro_batch_size": 1, "precision": precision}
+    path = tmp_path / "s.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    argv = ["measure", "--scenario", str(path), "--micro-batch-size", str(BATCH)]
+    assert main([*argv, "--device", "cpu", "--format", "json"]) == 0
+    out, err = capsys.readouterr()
+    got = json.loads(out)
+    config = {k: got["configuration"][k] for k in ("seq_len", "micro_batch_size", "dtype")}
+    assert config == {"seq_len": SEQ, "micro_batch_size": BATCH, "dtype": "bf16"}
+    assert got["configuration"]["implementation"] == "tiersim"
+    # as test_gpt2_tiny_parameters_and_state_by_hand and ..._activations_by_hand count them
+    assert got["classes"]["weights"]["measured_bytes"] == 2 * 110_336
+    assert got["activations"]["per_layer_bytes"] == [66_304, 66_304]
+    notes = [line for line in err.splitlines() if line.startswith("note: ")]
+    assert notes == [
+        f"note: {path}: parallel.tensor: 2 ranks: measured with each layer's matrices whole on "
+        "one process [W-MEASURE-INSTEAD]"
+    ]
+
+
 @pytest.mark.parametrize(
     "model, seq_len, key",
     [

@@ -96,10 +96,8 @@ def _megatron_order(stage: int, p: int, m: int, v: int) -> list:
     interleaving, get_model_chunk_id): warm-up forwards, then forward w + i before backward
     i, then the cool-down's backwards; visit k is micro-batch (k // p·v)·p + k % p through
     chunk (k % p·v) // p, a backward through the chunks in reverse."""
-    if v == 1:
-        w = min(p - stage - 1, m)
-    else:
-        w = m * v if m == p else min((p - stage - 1) * 2 + (v - 1) * p, m * v)
+    # Megatron-Core @ 00611e6eeb0b, get_pp_rank_microbatches: no all-warm-up case at m = p
+    w = min(p - stage - 1, m) if v == 1 else min((p - stage - 1) * 2 + (v - 1) * p, m * v)
 
     def visit(k: int, kind: str):
         chunk = (k % (p * v)) // p
@@ -140,23 +138,27 @@ def test_every_stage_runs_each_forward_then_its_backward_once():
 
 def test_peak_in_flight_matches_the_inventory():
     # Activation memory (inventory.inflight_microbatches): 1F1B stage k holds p - k micro-batches;
-    # interleaved (v-1)p + 2(p-k-1) + 1 chunks (Korthikanti et al. 2022 §4.2.3 for k = 0).
-    for p, m, v in itertools.product([2, 4, 8], [8, 16, 32], [1, 2, 4]):
-        if v > 1 and m == p:
-            continue  # Megatron's all-warm-up case, below
+    # interleaved (v-1)p + 2(p-k-1) + 1 chunks (Korthikanti et al. 2022 §4.2.3 for k = 0),
+    # capped at m·v; m = p included (tests/test_inflight_chunks.py counts it by hand)
+    for p, m, v in itertools.product([2, 4, 8], [2, 4, 8, 16, 32], [1, 2, 4]):
+        if m < p and v > 1:
+            continue  # interleaving needs m a multiple of p
         for k in range(p):
             chunks = peak_inflight(stage_schedule(k, p, m, v))
             assert chunks / v == pytest.approx(inflight_microbatches(k, p, v, m))
 
 
-def test_interleaved_with_as_many_micro_batches_as_stages_warms_up_everything():
-    # Megatron: "if num_microbatches == pipeline_parallel_size: all_warmup_microbatches", so every
-    # stage holds all m·v chunks at its peak (the inventory's formula gives fewer for k > 0).
+def test_interleaved_with_as_many_micro_batches_as_stages_warms_up_by_rank():
+    # Megatron-Core (schedules.py @ 00611e6eeb0b, get_pp_rank_microbatches) has no all-warm-up
+    # case at m = p (older Megatron-LM had one): p = 4, m = 4, v = 2 (8 visits a stage), stage
+    # k warms up min(2(3 - k) + 1·4, 8) = 8, 8, 6, 4 forwards, then pairs, then backwards
     p, m, v = 4, 4, 2
-    for k in range(p):
+    for k, warm in enumerate([8, 8, 6, 4]):
         ops = stage_schedule(k, p, m, v)
-        assert [o.kind for o in ops] == ["forward"] * 8 + ["backward"] * 8
-        assert peak_inflight(ops) == m * v
+        pairs = 8 - warm
+        want = ["forward"] * warm + ["forward", "backward"] * pairs + ["backward"] * warm
+        assert [o.kind for o in ops] == want
+        assert peak_inflight(ops) == min(warm + 1, 8)
 
 
 # --- step time ---------------------------------------------------------------------------------

@@ -15,6 +15,7 @@ from conftest import SCENARIOS
 from problem_lines import said
 
 from tiersim.cli import main
+from tiersim.core.units import fmt_bytes
 from tiersim.plan.report import plan_text
 from tiersim.plan.space import Space, candidates, override_text
 
@@ -109,6 +110,25 @@ def test_default_plan_ranks_what_fits_and_holds(default_plan):
     for entry in plan["plans"]:
         assert entry["fits"] and entry["within_budgets"]
         assert all(w["within_budget"] is not False for w in entry["wear"].values())
+
+
+def test_each_ranked_plan_says_its_gpu_memory_to_spare(default_plan, default_plan_table):
+    """Review (k): the GPU tier's capacity less the plan's peak, in bytes and as a share of the
+    capacity (tiersim.plan.headroom), in the JSON and on the table's `spare:` line."""
+    _, plan = default_plan
+    for entry in plan["plans"]:
+        hbm, room = entry["peaks"]["hbm"], entry["headroom"]
+        assert room["tier"] == "hbm"  # the H200's GPU memory
+        assert room["bytes"] == hbm["capacity_bytes"] - hbm["peak_bytes"]
+        assert room["share"] == room["bytes"] / hbm["capacity_bytes"]
+        assert room["under_margin"] == (room["bytes"] < 1_610_612_736)
+    code, out, err = default_plan_table
+    assert code == 0, err
+    room = plan["plans"][0]["headroom"]
+    spare = next(line.strip() for line in out.splitlines() if line.strip().startswith("spare:"))
+    assert spare.startswith(
+        f"spare:  hbm {fmt_bytes(room['bytes'])} ({100 * room['share']:.1f} %) to spare"
+    )
 
 
 def test_default_plan_every_reported_plan_reruns(default_plan):

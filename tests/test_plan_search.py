@@ -93,7 +93,8 @@ def _sample_said(err: str) -> tuple[int, int]:
     large space's search writes about its sample."""
     line = next(x for x in err.replace("\r", "\n").splitlines() if "of the best bounds" in x)
     sampled = int(line.split("; the ")[1].split(" of the best")[0])
-    left = int(line.split(" and leave ")[1].split(" that could")[0].replace(",", ""))
+    said = line.split(" and leave ")[1].split(" that could")[0]
+    left = 0 if said == "none" else int(said.replace(",", ""))
     return sampled, left
 
 

@@ -52,3 +52,37 @@ def test_other_native_output_still_reaches_stderr_and_the_profile_records(capfd)
     assert "a native warning\n" in err and "profiler_" not in out + err
     events = [e for e in prof.profiler.kineto_results.events() if e.name() == "[memory]"]
     assert events and float(x.sum()) == 8192.0
+
+
+def test_memory_profile_records_the_same_memory_events_and_the_ranges_only(capfd):
+    """memory_profile observes the `record_function` ranges alone, not every operator: the
+    same allocations and frees, in order, as the whole profile records (what measured_peaks
+    reads), the ranges that name the phases, no operator's event; and no profiler line."""
+    from torch.profiler import record_function
+
+    from tiersim.groundtruth.quiet_profiler import memory_profile
+
+    def work() -> None:
+        with record_function("forward"):
+            x = torch.ones(4096) * 2  # three 16 kB tensors (ones, x, y), each freed
+            y = x + 1
+            del x, y
+
+    with quiet_profile(activities=[ProfilerActivity.CPU], profile_memory=True) as whole:
+        work()
+    with memory_profile() as ranges:
+        work()
+    out, err = capfd.readouterr()
+    assert "profiler_" not in out + err
+
+    def events(prof) -> list:
+        return list(prof.profiler.kineto_results.events())
+
+    def memory(prof) -> list[int]:
+        return [e.nbytes() for e in events(prof) if e.name() == "[memory]"]
+
+    assert memory(ranges) == memory(whole)
+    assert sorted(b for b in memory(ranges) if abs(b) == 16_384) == [-16_384] * 3 + [16_384] * 3
+    names = {e.name() for e in events(ranges)}
+    assert "forward" in names and "aten::mul" in {e.name() for e in events(whole)}
+    assert not [n for n in names if n.startswith("aten::")]

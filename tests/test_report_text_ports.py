@@ -67,3 +67,33 @@ def test_exposed_cpu_work_longer_than_the_cpu_optimizer_is_explained():
     assert "exposed CPU work is longer than the CPU optimizer" in cpu_note(step)
     step["exposed_cpu_s"] = 3.0  # within the optimizer's time: nothing to explain
     assert cpu_note(step) == ""
+
+
+def test_an_interval_of_one_step_under_the_drain_says_no_interval_is_shorter():
+    # review 2026-12-07-j, "Found, not fixed": an `auto` interval of one step, Daly's optimum
+    # 0 s under a drain of 0.365 s, the drain under the 7.28 s step, read "auto: the drain,
+    # longer than Daly's optimum" and "Daly's optimum is the drain's: every 1 step"; the
+    # interval is one step because none is shorter than a step, not because of the drain
+    from tiersim.report.checkpoint_text import checkpoint_lines
+
+    ck = {
+        "mode": "async",
+        "target": "nvme",
+        "interval_steps": 1,
+        "interval_basis": "shortest",
+        "bytes": 482.36e6,
+        "write_s": 0.01181,
+        "span_s": 0.36494,
+        "stall_s": 0.0,
+        "recovery_s": 312.0,
+        "mtbf_s": 24.74 * 3600,
+        "goodput": 0.9966,
+        "optimal_interval_steps": {"daly": 1},
+        "optimal_interval_s": {"daly": 0.0},
+        "goodput_at_optimum": 0.9966,
+    }
+    (line,) = checkpoint_lines(ck, step_s=7.2813)
+    said = "every 1 step, auto: the shortest interval, Daly's optimum and the drain both under"
+    assert said in line
+    assert "Daly's optimum is the shortest interval: every 1 step" in line
+    assert "the drain, longer than" not in line and "is the drain's" not in line

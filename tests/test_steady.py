@@ -87,10 +87,15 @@ def _more_micro_batches(path: Path) -> list[str]:
 # full run of 13 micro-batches took 2.5 s of the module's 12, a quarter 0.6 s. At 2 layers the
 # remedies are the same kind (more micro-batches, a larger device, the optimizer and master
 # moved off HBF) and the six tests of these three took 13.6 s of CPU, 21.3 s at 4 (load 24-28).
+# Their HBF held for 1 year instead of 5: the remedies the same kinds again (hbf-optimizer-state's
+# grad_accumulation still stretching its auto checkpoint interval, 6 steps), the remedy's G
+# 1,308 -> 260 and 3,283 -> 653 (default, llama2-7b-hbf-optimizer), still extrapolated in the
+# fast run (samples 3, 4, 5): a full report 4.2 -> 0.9 s and 2.3-2.6 -> 0.6 s of CPU (load 3-5).
+WEAR_YEAR = ["model.layers=2", "budget.hbf.lifetime=1 year"]
 SHRUNK = {
-    "default": ["model.layers=2"],
-    "llama2-7b-hbf-optimizer": ["model.layers=2"],
-    "hbf-optimizer-state": ["model.layers=2"],
+    "default": WEAR_YEAR,
+    "llama2-7b-hbf-optimizer": WEAR_YEAR,
+    "hbf-optimizer-state": WEAR_YEAR,
     "zero-infinity-1t-dgx2": ["model.layers=32"],
 }
 
@@ -101,6 +106,9 @@ def test_every_shipped_scenario_extrapolates_to_its_full_simulation(path):
     assert fast["sim"]["steady_state"] == "extrapolated"
     assert full["sim"]["steady_state"] == "full"
     assert differences(full, fast, full["step"]["time_s"]) == []
+    if SHRUNK.get(path.stem) is WEAR_YEAR:  # held for a year, the budget still fails: the
+        # grad_accumulation remedy is still simulated, and compared
+        assert fast["wear"]["hbf"]["remedies"]["grad_accumulation"]["value"] > 100
 
 
 @settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -33,10 +33,13 @@ def resolve_interval(
     res: Resolved, result: StepResult, run: CheckpointRun
 ) -> tuple[int | None, str | None, str | None]:
     """The interval in steps, what set it and the tier whose budget did: "given"; for `auto`,
-    "daly" (Daly's optimum), "drain" (the optimum is shorter than the drain, which no interval
-    may be), or "wear budget" where a tier the checkpoint writes needs a longer one to stay
-    within its write budget (the shortest that keeps every such tier within its own: the
-    interval of best goodput among those that do, goodput falling past Daly's optimum)."""
+    "daly" (Daly's optimum), "drain" (the optimum is shorter than the drain, and the drain
+    longer than a step: no interval may be shorter than it, `interval_to_steps`), "shortest"
+    (the optimum shorter than the drain, the drain within a step: one step, as no interval is
+    shorter than a step), or "wear budget" where a tier the checkpoint writes needs a longer
+    one to stay within its write budget (the shortest that keeps every such tier within its
+    own: the interval of best goodput among those that do, goodput falling past Daly's
+    optimum)."""
     every = res.execution.checkpoint.every_steps
     if every != "auto":
         return every, None if every is None else "given", None
@@ -49,7 +52,18 @@ def resolve_interval(
     if bound and max(bound)[0] > daly:
         floor, tier = max(bound)
         return floor, "wear budget", tier
-    return daly, "drain" if optimum_s < cost.drain_s else "daly", None
+    return daly, _basis(optimum_s, step_s, cost, daly), None
+
+
+def _basis(optimum_s: float, step_s: float, cost: CheckpointCost, steps: int) -> str:
+    """What set an `auto` interval of `steps` that no wear budget lengthened: the floor
+    `interval_to_steps` puts under Daly's optimum where the optimum is below it (the drain's
+    whole steps, at least one), else the optimum in whole steps."""
+    if optimum_s >= cost.drain_s:
+        return "daly"
+    if math.ceil(cost.drain_s / step_s) > 1:  # the drain's floor, over a step
+        return "drain"
+    return "shortest" if steps == 1 else "daly"  # one step, the drain within it
 
 
 def budget_interval(

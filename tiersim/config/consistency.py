@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from tiersim.config.deepspeed import deepspeed_key_problems, muon_reduce_scatter_problems
 from tiersim.config.distributed_optimizer import distributed_optimizer_problems
+from tiersim.config.expert_overlap_checks import expert_overlap_problems
 from tiersim.config.fields import plain_fields
 from tiersim.config.kernel_checks import compile_problems, fp8_problems, sustained_problems
 from tiersim.config.layout_checks import mesh_problems
@@ -354,6 +355,7 @@ def consistency_problems(s: Scenario) -> list[Problem]:
         + deepspeed_key_problems(s)
         + muon_reduce_scatter_problems(s)
         + distributed_optimizer_problems(s)
+        + expert_overlap_problems(s)
     )
 
 

@@ -82,6 +82,9 @@ CODES: dict[str, str] = {
     "counterpart for (written approximately, or left out)",
     "W-GPU-COUNT": "failures.gpus differs from the GPUs the parallel layout runs: the job's "
     "MTBF is gpu_mtbf over the count given",
+    "W-MEASURE-INSTEAD": "a scenario setting `tiersim measure --scenario` cannot run on the "
+    "CPU (a parallel split, FP8, an offload, a GPU-only kernel, a precision mix): the note "
+    "says what is measured instead",
     "W-ONE-PRICE": "one hardware.price_per_gpu_hour for different GPUs (a cost plan over "
     "machines, a compare of two): their GPU-hours are priced alike",
 }

@@ -111,8 +111,10 @@ def measure_apart(
         schedule, engine, _, _ = run.runs(res, setup, *CHECKPOINT_RUN)
     log = engine.log
     trained = max(log.end[:n])  # the training's end, the checkpoint's moves aside
-    moves = [i for i, op in enumerate(mine, n) if op.kind is OpKind.MOVE]
-    if not moves or min(map(log.start.__getitem__, moves)) < run.period_starts[2]:
+    move = OpKind.MOVE  # (a local: an enum member looked up once, not once an op)
+    moves = [i for i, op in enumerate(mine, n) if op.kind is move]
+    start = min(map(log.start.__getitem__, moves)) if moves else None
+    if start is None or start < run.period_starts[2]:
         return None  # it overlaps the periods that repeat: it may depend on their number
     ends = log.end
     late = [(op, ends[i]) for i, op in enumerate(mine, n) if ends[i] > trained]
@@ -120,8 +122,7 @@ def measure_apart(
     peaks = {t: o.peak for t, o in engine.occupancy.items()}
     if not _apart(setup.topo, res, run, late, (mine, peaks)):
         return None
-    start = min(map(log.start.__getitem__, moves))
-    durable = max(map(log.end.__getitem__, moves))
+    durable = max(map(ends.__getitem__, moves))
     held = trained - run.end_s
     stall = held + drain_excess_s(res, plain, durable - start, held)
     write_s = durable - states_fixed(schedule.ops, log.end, mine).get(0, start)  # durable's
@@ -232,14 +233,12 @@ def _peak_holds(
     ops, peaks = ck
     times, values = run.occupancy.times.get(tier, []), run.occupancy.values.get(tier, [0.0])
     plain = max(values[: max(1, bisect.bisect_right(times, span))])
-    held = sum(n for op in ops for t, n in op.alloc if t == tier)
-    held += sum(op.nbytes for op, _ in late if ("tier", tier) in _staged(op, crossed))
+    held = sum([n for op in ops if op.alloc for t, n in op.alloc if t == tier])
+    key, move = ("tier", tier), OpKind.MOVE  # (the tiers a late move stages in: `_resources`')
+    for op, _ in late:
+        if op.kind is move and key in crossed[(op.src, op.dst, op.nbytes)][1]:
+            held += op.nbytes
     return plain + held <= peaks.get(tier, 0.0)
-
-
-def _staged(op: Op, crossed: dict) -> tuple:
-    """The tiers a move stages its bytes in on its way (as `_resources` has them)."""
-    return crossed[(op.src, op.dst, op.nbytes)][1] if op.kind is OpKind.MOVE else ()
 
 
 def _resources(topo: Topology, op: Op, crossed: dict[tuple, tuple]) -> tuple[tuple, tuple]:

@@ -235,7 +235,7 @@ def _lone(ops, n, plans, capacity, times, copy, found) -> str | None:
         if by[r] in seen:
             continue
         seen.append(by[r])
-        spans = sorted((f[1], moved.get(f[0], f[2])) for f in by[r])
+        spans = sorted([(f[1], moved.get(f[0], f[2])) for f in by[r]])
         if any(later[0] < span[1] for span, later in itertools.pairwise(spans)):
             return "a step flow the copy slows is not alone on its resources"
     return _moved(ops, n, times, moved)
@@ -318,18 +318,20 @@ def _moved(ops: list, n: int, times: tuple, moved: dict) -> str | None:
         ends[i] = new
     changed = set(moved)
     first = min(moved) + 1
+    apart, end_of = changed.isdisjoint, ends.__getitem__  # (looked up once, not once an op)
     # the step's ops waiting for a changed one, in turn: the set grows as they are walked
     for j in range(first, n):
-        deps = ops[j].deps
-        if changed.isdisjoint(deps):
+        op = ops[j]
+        deps = op.deps
+        if apart(deps):
             continue
         if max(deps) >= j:
             return "an op of the step waits for a later op"
-        at = max(map(ends.__getitem__, deps))
-        if at == starts[j]:
+        at = max(map(end_of, deps))
+        start = starts[j]
+        if at == start:
             continue
-        op = ops[j]
-        if at < starts[j] or not op.kind.timed or op.alloc or op.free:
+        if at < start or not op.kind.timed or op.alloc or op.free:
             return "the copy moves a transfer or a memory change of the step"
         starts[j], ends[j] = at, at + op.duration if op.duration > 0 else at
         changed.add(j)
@@ -347,9 +349,13 @@ def _busy(plain: dict[str, list], copy: Copy, ends: list, lone: dict) -> dict[st
     flows = copy.flows
     routes = [(rs, [(flows[i], ends[i]) for i in mine]) for rs, _, mine in copy.by_route.values()]
     routes.extend((rs, [(begin, ends[i])]) for i, (begin, rs) in lone.items())
+    channels: dict[int, tuple] = {}  # each route's channels (the set's order), by identity
     for resources, spans in routes:
         kept = [span for span in spans if span[1] > span[0]]
-        for name in {r.channel for r in resources} - {None}:
+        names = channels.get(id(resources))
+        if names is None:  # (a slowed flow's route: one of a few, its channels found once)
+            names = channels[id(resources)] = tuple({r.channel for r in resources} - {None})
+        for name in names:
             added.setdefault(name, []).extend(kept)
     busy = dict(plain)
     for name, extra in added.items():

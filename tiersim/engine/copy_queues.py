@@ -182,15 +182,22 @@ def _queues_alone(capacity: dict, copy: Copy, ends: list, routes: dict) -> str |
     span of copy flows into `copy.window` (each route's first, by the route's identity).
     `routes`: each route's (resources, queue, its flows' ops), in the order their begins
     were found (`copy.flows`' order), as the routes were first."""
-    through, window, flows = copy.through, copy.window, copy.flows
+    through, window, crossing = copy.through, copy.window, copy.routes
+    begin_of, end_of = copy.flows.__getitem__, ends.__getitem__
     for resources, queue, mine in routes.values():
-        first = min(map(flows.__getitem__, mine))  # the route's first begin and last end
-        last = max(map(ends.__getitem__, mine))
-        for r in resources:
-            through.setdefault(r, set()).add(queue)
-            copy.routes.setdefault(r, set()).add(id(resources))
-            span = window.setdefault(r, [first, last])
-            span[0], span[1] = min(span[0], first), max(span[1], last)
+        first = min(map(begin_of, mine))  # the route's first begin and last end
+        last = max(map(end_of, mine))
+        for r in resources:  # (the three filled together: one lookup, no set made unused)
+            span = window.get(r)
+            if span is None:
+                window[r], through[r], crossing[r] = [first, last], {queue}, {id(resources)}
+                continue
+            through[r].add(queue)
+            crossing[r].add(id(resources))
+            if first < span[0]:  # (min's and max's picks: the first of equals kept)
+                span[0] = first
+            if last > span[1]:
+                span[1] = last
     return _shared(through, capacity)
 
 
@@ -256,10 +263,13 @@ def copy_rate(r: Any, copy: Copy, capacity: dict) -> tuple[list, list, list]:
     queues = copy.through[r]
     if len(queues) == 1:  # the common case: one queue's trace, read in its order
         (q,) = queues
-        cap, moves, here = capacity[q], copy.moves, 0
+        cap, here = capacity[q], 0
+        # the copy's ops whose route crosses r, found a route at a time (not a scan of an
+        # op's resources at each of its two events)
+        on = {i for rs, _, mine in copy.by_route.values() if r in rs for i in mine}
         times, rates, fastest = [], [], []
         for t, i, d, present in copy.traces[q]:
-            if r in moves[i][1]:
+            if i in on:
                 here += d
             share = cap / present if present else 0.0
             if times and times[-1] == t:

@@ -66,7 +66,9 @@ STAGED = "checkpoint staging copy (until durable)"
 KEPT = "checkpoint kept on the host (two versions while writing)"
 OTHER_ACTIVATIONS = "offloaded activations (other micro-batches)"
 ACTIVATIONS = "offloaded activations"
-FP32_GRADIENTS = "fp32 gradients (accumulation boundary)"
+# the part is what the fp32 copy adds to the 16-bit gradients counted beside it (review (k):
+# "fp32 gradients 8.82 GB" read as a 4.41e9-value shard's fp32 copy, which is 17.64 GB)
+FP32_GRADIENTS = "fp32 gradients beyond the 16-bit ones (accumulation boundary)"
 TEMPORARIES = "CPU optimizer step temporaries"
 UPDATE_STATE = "state brought in for the CPU update"
 START, OPT = "start of the step", "optimizer step"

@@ -9,6 +9,7 @@ from tiersim.engine import schedule_shared
 from tiersim.state.placement import expert_homes, homes
 from tiersim.state.resolved import Resolved
 from tiersim.state.sharding import sharded_classes
+from tiersim.workload.experts import combined_1f1b
 from tiersim.workload.pipeline import warmup_forwards
 
 
@@ -87,7 +88,7 @@ def period_marks(res: Resolved, stage: int, schedule, step: int, periods: int = 
     par = res.execution.parallel
     p, v, marks = par.pipeline, par.virtual_pipeline, schedule.order_starts[step]
     m = len(marks) // (2 * v)  # a forward and a backward per micro-batch and chunk
-    warmup = warmup_forwards(stage, p, m, v)
+    warmup = warmup_forwards(stage, p, m, v, combined_1f1b(res))
     span = 2 * (p if v > 1 else 1) * v  # order elements per period
     end = warmup + 2 * (m * v - warmup)  # the steady pairs (a forward, a backward) end here
     third = end - 2 * margins(res)[1]  # the pairs kept after the periods begin

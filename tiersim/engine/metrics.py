@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import bisect
 import math
+from operator import itemgetter
 from typing import Any
 
 from tiersim.core import intervals as iv
@@ -17,6 +18,8 @@ from tiersim.engine.ops import COMPUTE_ROLES, Op, OpKind, Role
 from tiersim.engine.results import LinkStats, StepResult, TierStats
 from tiersim.hardware.topology import Topology
 from tiersim.state.classes import CHECKPOINT_WRITES
+
+_END = itemgetter(1)  # a span's end
 
 MOVE, COMM, SYNC = OpKind.MOVE, OpKind.COMM, OpKind.SYNC
 Rows = tuple[list[Op], list[float], list[float]]  # ops, and each one's start and end
@@ -295,8 +298,9 @@ def in_flight_added_s(
     mine = _by_link(engine.topo, spans)
     if not mine:
         return {}
-    first = min(start for found in mine.values() for start, _ in found)
-    last = max(end for found in mine.values() for _, end in found)
+    # (each link's spans read in C: its least span's start, its ends' most)
+    first = min([min(found)[0] for found in mine.values()])
+    last = max([max(map(_END, found)) for found in mine.values()])
     others = _spans_by_kind(engine, (first, last), role, False, others)
     theirs = _by_link(engine.topo, others, only=set(mine))
     out = {}
@@ -356,7 +360,7 @@ def _by_link(
 
 def _links_of(topo: Topology, key: tuple) -> tuple[str, ...]:
     """The links a move's route crosses, each once."""
-    return tuple(dict.fromkeys(hop.link for hop in topo.route(*key).links))
+    return topo.route(*key).link_names
 
 
 def _tier_stats(

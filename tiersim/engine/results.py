@@ -135,7 +135,7 @@ class CheckpointRun:
     # steps after the checkpointed one that end before its drain does (an async drain
     # that outlasts them): tiersim.engine.drain_reach; not reported
     drain_steps: int = field(default=0, metadata=figure(GIVEN))
-    # "given" | "daly" | "wear budget" (see durable)
+    # "given" | "daly" | "drain" | "shortest" | "wear budget" (analysis.checkpoint_interval)
     interval_basis: str | None = field(default=None, metadata=figure(CONSTANT))
     # the tier whose wear budget set it ("wear budget")
     interval_budget_tier: str | None = field(default=None, metadata=figure(CONSTANT))

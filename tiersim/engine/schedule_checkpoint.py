@@ -169,9 +169,17 @@ class CheckpointPhase:
         holding its next update. Each op is the one `ops.move(cls, label, step, src, dst,
         nbytes, deps, alloc_dst=<a snapshot>, copy=True, role=CHECKPOINT)` adds, built
         directly (its checks hold for every checkpoint copy: a checkpointed class, some
-        bytes, a copy), the loop's invariants looked up once."""
+        bytes, a copy), the loop's invariants looked up once; each label as (format, *args),
+        formatted only when read (`Op.what`: a run reads none of them unless it is traced)."""
         ck = self.c.res.execution.checkpoint
-        staging, target, add = ck.staging, ck.target, self.ops.add_move
+        staging, target = ck.staging, ck.target
+        # each op appended as `OpList.add_move` appends it (an op's index the list's length
+        # before it), the records made the ops' own first where the first would make them
+        listed = self.ops
+        if listed.shared and any(n > 0 for _, own in sources for _, n, _ in own):
+            listed.own_records()
+        ops = listed.ops
+        add = ops.append
         guards, drains, staged = self.ready.snapshot_guard, self.last_drains, self.staged
         for u, own in sources:
             home, name = self.c.home_of(u), self.c.wl.units[u].name
@@ -184,15 +192,18 @@ class CheckpointPhase:
                 guard = guards.setdefault(u, [])
                 # Op's fields in order, as OpList.move builds them
                 if src == staging:  # no separate snapshot: the live copy drained
-                    drain = add(Op(MOVE, ROLE, f"drain {cls} {name}", step, deps, 0.0, nbytes,
-                                   src, target, (), (), None, 0.0, cls))  # fmt: skip
+                    drain = len(ops)
+                    add(Op(MOVE, ROLE, ("drain {} {}", cls, name), step, deps, 0.0, nbytes,
+                           src, target, (), (), None, 0.0, cls))  # fmt: skip
                     guard.append(drain)
                 else:
                     alloc = ((staging, nbytes),)
-                    snap = add(Op(MOVE, ROLE, f"snapshot {cls} {name}", step, deps, 0.0, nbytes,
-                                  src, staging, alloc, (), None, 0.0, cls))  # fmt: skip
+                    snap = len(ops)
+                    add(Op(MOVE, ROLE, ("snapshot {} {}", cls, name), step, deps, 0.0, nbytes,
+                           src, staging, alloc, (), None, 0.0, cls))  # fmt: skip
                     guard.append(snap)
-                    drain = add(Op(MOVE, ROLE, f"drain {cls} {name}", step, (snap,), 0.0, nbytes,
-                                   staging, target, (), (), None, 0.0, cls))  # fmt: skip
+                    drain = snap + 1
+                    add(Op(MOVE, ROLE, ("drain {} {}", cls, name), step, (snap,), 0.0, nbytes,
+                           staging, target, (), (), None, 0.0, cls))  # fmt: skip
                     staged.append(nbytes)
                 drains.append(drain)

@@ -33,6 +33,7 @@ from tiersim.engine.oplist import OpList
 from tiersim.engine.ops import Op, OpKind, Role
 from tiersim.engine.phases import Context, Readiness
 from tiersim.state.buffers import reduce_buffer_elements
+from tiersim.state.zero1_offload import host_partition
 from tiersim.workload.cpu_optimizer import host_bandwidth
 
 FP32 = 4
@@ -69,7 +70,8 @@ def blocking_copies(c: Context) -> bool:
     on the compute stream (stage_1_and_2.py reduce_ipg_grads), in each parameter's backward
     hook: from the second micro-batch the host's sum is read back and added on the GPU, then
     copied out (async_accumulate_grad_in_cpu_via_gpu), at the boundary as fp32; the next
-    backward waits for them."""
+    backward waits for them. ZeRO-1 reduces and copies at the boundary alone, the partition
+    (state/zero1_offload.py)."""
     plan = c.plan
     return (
         plan.framework == "deepspeed"
@@ -108,11 +110,13 @@ def _bucket_bytes(c: Context, u: int) -> float:
 def bucket_kernels_s(c: Context, u: int, mb: int) -> float:
     """Seconds of DeepSpeed's gradient-path kernels for unit u in micro-batch mb, at the GPU's
     memory bandwidth for elementwise kernels (0 unless they run on the compute stream)."""
-    if not blocking_copies(c):
+    last = mb == c.wl.micro_batches - 1
+    once = host_partition(c.res.execution)  # ZeRO-1's: reduced and copied at the boundary alone
+    if not blocking_copies(c) or (once and not last):
         return 0.0
     unit, g = c.wl.units[u], _stored(c)
-    share = ADD_G * g if mb > 0 else 0
-    if mb == c.wl.micro_batches - 1:
+    share = ADD_G * g if mb > 0 and not once else 0
+    if last:
         share += BOUNDARY_G * g + BOUNDARY_B
     nbytes = _bucket_bytes(c, u) + share * unit.homed["gradients"] / g
     gpu = c.res.machine.gpu

@@ -11,6 +11,7 @@ from tiersim.engine.oplist import OpList
 from tiersim.engine.ops import Op, OpKind, Role
 from tiersim.engine.param_swap import ParamSwapIn
 from tiersim.engine.phases import Context, Readiness
+from tiersim.engine.reduce_depth import InFlight, in_flight_bound
 from tiersim.engine.schedule_offload import (
     after_boundary_write,
     blocking_checkpoints,
@@ -20,15 +21,16 @@ from tiersim.engine.schedule_offload import (
     host_accumulates,
     host_accumulation,
 )
-from tiersim.workload.experts import alone_unit
-from tiersim.workload.pipeline import stage_schedule
+from tiersim.state.zero1_offload import host_partition
+from tiersim.workload.experts import alone_unit, combined_1f1b
+from tiersim.workload.pipeline import stage_order
 
 # the kinds and roles of the passes' ops, looked up once: an enum member is a class attribute
 GPU, SYNC = OpKind.GPU, OpKind.SYNC
 FORWARD, RECOMPUTE, BACKWARD = Role.FORWARD, Role.RECOMPUTE, Role.BACKWARD
 FACTS = (  # what TrainingPasses.__init__ works out from the context, never changed after
     "c units alone first_stage homes is_streamed keeps offloads reads_back scatters gradients_stay "
-    "last_microbatch forward_alloc backward_alloc in_stream host_adds blocking_out reduce_kind"
+    "last_microbatch forward_alloc backward_alloc in_stream host_adds blocking_out reduce_kind once"
 )
 
 
@@ -58,12 +60,12 @@ class TrainingPasses:
         self.keeps = [keep and u.dp_weights is not None for u in c.wl.units]
         self.kept: dict[int, list] = {}  # unit -> [its gather, the use holding its free, users]
         self.swap = ParamSwapIn(c)
-        gpu = c.gpu  # activations written out after forward; gradients read back to accumulate
+        gpu, self.once = c.gpu, host_partition(c.res.execution)  # ZeRO-1's: written once a step
         self.offloads = [
             h["activations"] != gpu and c.wl.units[u].activations > 0
             for u, h in enumerate(self.homes)
         ]
-        self.reads_back = [h["gradients"] != gpu for h in self.homes]
+        self.reads_back = [h["gradients"] != gpu and not self.once for h in self.homes]
         self.scatters = [self._reduce_scatters(u) for u in range(n)]
         self.gradients_stay = [  # nothing to write home after a backward
             h["gradients"] == gpu or c.wl.units[u].gradients_full == 0
@@ -82,6 +84,7 @@ class TrainingPasses:
         self.blocking_out = blocking_checkpoints(c)
         overlap = c.res.execution.parallel.overlap_gradient_reduce
         self.reduce_kind = OpKind.COMM if overlap else OpKind.SYNC  # not overlapped: GPU waits
+        self.in_flight = InFlight(in_flight_bound(c) if overlap else None)  # the framework's
 
     def fork(self, ops: OpList, ready: Readiness) -> TrainingPasses:
         twin = object.__new__(TrainingPasses)  # FACTS shared, not worked out again; state copied
@@ -91,6 +94,7 @@ class TrainingPasses:
         twin.uses, twin.use_units = list(self.uses), list(self.use_units)
         twin.kept = {u: list(k) for u, k in self.kept.items()}
         twin.swap = self.swap.fork()
+        twin.in_flight = self.in_flight.fork()
         twin.order_starts = list(self.order_starts)  # built steps' marks never change
         return twin
 
@@ -98,12 +102,9 @@ class TrainingPasses:
         return ((self.c.gpu, nbytes),) if nbytes else ()
 
     def _gradients_leave(self, u: int) -> bool:
-        """The unit's gradients leave GPU memory after each backward (homed elsewhere, or
-        reduce-scattered every micro-batch): the backward allocates their full buffer."""
-        unit = self.c.wl.units[u]
-        return unit.gradients_full > 0 and (
-            self.homes[u]["gradients"] != self.c.gpu or self.scatters[u]
-        )
+        """The backward allocates gradients that leave the GPU (homed off it, or scattered)."""
+        leaves = self.homes[u]["gradients"] != self.c.gpu or self.scatters[u]
+        return self.c.wl.units[u].gradients_full > 0 and not self.once and leaves
 
     def forget_held(self) -> None:
         """The weights change now (the update): nothing staged survives into the next use."""
@@ -185,8 +186,8 @@ class TrainingPasses:
         else:
             self.ops.free_after(at, self.c.gpu, unit.weights_full)
 
-    def forward(self, u: int, mb: int, step: int) -> int:
-        unit = self.alone[u] if mb == 0 else self.units[u]
+    def forward(self, u: int, mb: int, step: int, alone: bool = False) -> int:
+        unit = self.alone[u] if alone else self.units[u]  # `alone`: no pass beside it
         ops = self.ops
         if self.keeps[u]:
             w, held = self._gather_kept(u, step, mb), False
@@ -247,8 +248,8 @@ class TrainingPasses:
                 self.ops.barrier(label, step, [op], Role.STATE)
         return op
 
-    def backward(self, u: int, mb: int, step: int, offloaded: int | None) -> int:
-        unit, ops = self.alone[u] if mb == self.last_microbatch else self.units[u], self.ops
+    def backward(self, u: int, mb: int, step: int, offloaded: int | None, alone=False) -> int:
+        unit, ops = self.alone[u] if alone else self.units[u], self.ops
         streamed = self.is_streamed[u]  # else the weights stay put: no fetch, no release
         if self.keeps[u]:  # still whole from the forward: no all-gather
             streamed, (w, held) = False, (self.kept[u][0], False)
@@ -346,12 +347,12 @@ class TrainingPasses:
         unit, gpu, home = self.units[u], self.c.gpu, self.homes[u]["gradients"]
         last = mb == self.last_microbatch
         scatters = self.scatters[u]
+        done = bwd
         if scatters or last:
             reduced = self.ops.net(unit.dp_gradients, step, (bwd,), kind=self.reduce_kind)
             done = reduced if reduced is not None else bwd
-        else:
-            done = bwd
-        if self.gradients_stay[u]:
+            self.in_flight.issue(self.ops, reduced if scatters else None, step, unit.name)
+        if self.gradients_stay[u] or (self.once and not last):  # DeepSpeed ZeRO-1's: held
             if scatters:
                 self.ops.free_after(done, gpu, unit.gradients_full)
             self.ready.gradients[u] = done
@@ -366,7 +367,7 @@ class TrainingPasses:
             [done, read],
             alloc_dst=False,
         )
-        self.ops.free_after(op, gpu, unit.gradients_full)
+        self.ops.free_all_after(op, gpu, [n for _, n in self.backward_alloc[u]])  # none held
         self.ready.gradients[u] = host_accumulation(self.c, self.ops, u, mb, step, op)
         if last:
             after_boundary_write(self.c, self.ops, self.ready, u, step, op)
@@ -375,16 +376,14 @@ class TrainingPasses:
     def micro_batches(self, step: int) -> None:
         """This stage's forwards and backwards in its pipeline schedule's order (1F1B or
         interleaved), each over the units of one model chunk."""
-        par = self.c.res.execution.parallel
-        order = stage_schedule(
-            self.c.wl.stage, par.pipeline, self.c.wl.micro_batches, par.virtual_pipeline
-        )
+        par, wl = self.c.res.execution.parallel, self.c.wl  # `ends`: ops at each end alone
+        order, ends = stage_order(wl.stage, par, wl.micro_batches, combined_1f1b(self.c.res))
         offloads: dict[tuple[int, int], int | None] = {}
         waits = self.c.wl.bubble_s - self.c.wl.bubble_after_s
         marks: list[int] = []
         self.order_starts.append(marks)
         if schedule_resident.applies(self):  # nothing moves: the same ops, built directly
-            return schedule_resident.build(self, step, order, waits, marks)
+            return schedule_resident.build(self, step, order, waits, marks, ends)
         ops, chunks, last = self.ops, self.c.wl.chunks, len(order) - 1
         forward, backward, offload = self.forward, self.backward, self.offload_activations
         for k, op in enumerate(order):
@@ -392,9 +391,10 @@ class TrainingPasses:
             units, mb = chunks[op.chunk], op.microbatch
             if k == last and waits > 0:  # the other stages' work before the last op
                 ops.add(Op(OpKind.IDLE, Role.BUBBLE, "pipeline bubble", step, [], duration=waits))
+            alone = k < ends or k > last - ends
             if op.kind == "forward":
                 for u in units:
-                    offloads[(u, mb)] = offload(u, mb, step, forward(u, mb, step))
+                    offloads[(u, mb)] = offload(u, mb, step, forward(u, mb, step, alone))
             else:
                 for u in reversed(units):
-                    backward(u, mb, step, offloads.pop((u, mb)))
+                    backward(u, mb, step, offloads.pop((u, mb)), alone)

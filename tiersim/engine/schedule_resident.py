@@ -36,11 +36,9 @@ FORWARD, RECOMPUTE, BACKWARD, COLLECTIVE = (
 
 def applies(passes: Any) -> bool:
     """Whether every op of `passes`' forwards and backwards stays in GPU memory and on its
-    stream as far as placement goes (`build` may then make them), and every micro-batch's
-    pass of a unit has one shape (no MoE pass alone: workload/experts.py `alone_unit`)."""
+    stream as far as placement goes (`build` may then make them)."""
     return ENABLED and not (
         passes.in_stream
-        or any(u.ep_alone is not None for u in passes.units)
         or any(passes.is_streamed)
         or any(passes.keeps)
         or any(passes.offloads)
@@ -48,31 +46,43 @@ def applies(passes: Any) -> bool:
     )
 
 
-def build(passes: Any, step: int, order: list, waits: float, marks: list[int]) -> None:
+def build(
+    passes: Any, step: int, order: list, waits: float, marks: list[int], ends: int = 0
+) -> None:
     """`TrainingPasses.micro_batches`' ops in the stage's `order` (`waits`: the bubble before
-    its last op; `marks`: where each forward or backward begins), where `applies`."""
+    its last op; `marks`: where each forward or backward begins; `ends`: the entries at each
+    end of the order that run alone, combined 1F1B's: `passes.alone`'s shapes, made op by
+    op, never a shared record), where `applies`."""
     ops, chunks, last = passes.ops, passes.c.wl.chunks, len(order) - 1
     # in schedule_passes' order: the expert's first (an overlapped all-to-all's wait)
-    forward = [_blocking(u.ep_forward, u.tp_forward, u.cp_forward) for u in passes.units]
-    backward = [_blocking(u.ep_backward, u.tp_backward, u.cp_backward) for u in passes.units]
+    paired, alone = _blockings(passes.units), _blockings(passes.alone)
     # one record per unit and role for every micro-batch, where no record is read
-    shared = None if ops.shared is None else Chunks(passes, step, forward, backward)
+    shared = None if ops.shared is None else Chunks(passes, step, *paired)
     k = 0
     while k <= last:
-        if shared is not None:  # as many entries as continue the chain (not the last)
-            k += appended(passes, shared, order, k, last, marks)
+        if shared is not None and ends <= k:  # as many entries as continue the chain
+            k += appended(passes, shared, order, k, min(last, last + 1 - ends), marks)
         entry = order[k]
         marks.append(len(ops))
         units, mb = chunks[entry.chunk], entry.microbatch
         if k == last and waits > 0:  # the other stages' work before the last op
             ops.add(Op(OpKind.IDLE, Role.BUBBLE, "pipeline bubble", step, [], duration=waits))
+        lone = k < ends or k > last - ends
+        forward, backward = alone if lone else paired
         if entry.kind == "forward":
-            _forwards(passes, units, mb, step, forward)
+            _forwards(passes, units, mb, step, forward, lone)
         else:
-            _backwards(passes, reversed(units), mb, step, backward)
+            _backwards(passes, reversed(units), mb, step, backward, lone)
         if ops.shared and ops.chain_length != len(ops):  # the chain broken: records read
             ops.own_records()
         k += 1
+
+
+def _blockings(units: Any) -> tuple[list, list]:
+    """Each unit's blocking collectives after its forward and after its backward."""
+    forward = [_blocking(u.ep_forward, u.tp_forward, u.cp_forward) for u in units]
+    backward = [_blocking(u.ep_backward, u.tp_backward, u.cp_backward) for u in units]
+    return forward, backward
 
 
 def _blocking(*collectives: Any) -> tuple[tuple, ...]:
@@ -118,16 +128,20 @@ def _synced(oplist: Any, collectives: tuple, step: int, after: int) -> None:
             oplist.chain_length = index + 1
 
 
-def _forwards(passes: Any, units: Any, mb: int, step: int, blocking: list) -> None:
+def _forwards(
+    passes: Any, units: Any, mb: int, step: int, blocking: list, alone: bool = False
+) -> None:
     """Micro-batch `mb`'s forward of `units`, one after another: each unit's GPU op made as
     `_chained` makes it (inline, the per-unit lookups hoisted), then its blocking
-    collectives; a unit whose weights wait on an op is left to the general passes."""
+    collectives; a unit whose weights wait on an op is left to the general passes.
+    `alone`: the units as a pass alone runs them (`passes.alone`)."""
     oplist, weights = passes.ops, passes.ready.weights
     ops, last_on, allocs = oplist.ops, oplist.last_on, passes.forward_alloc
-    all_units, uses, use_units = passes.units, passes.uses, passes.use_units
+    all_units = passes.alone if alone else passes.units
+    uses, use_units = passes.uses, passes.use_units
     for u in units:
         if weights[u] is not None or (u == 0 and passes.first_stage and weights[-1] is not None):
-            passes.forward(u, mb, step)  # waits on an op: the general passes' deps
+            passes.forward(u, mb, step, alone)  # waits on an op: the general passes' deps
             continue
         unit = all_units[u]
         index = len(ops)  # `_chained`, inline
@@ -148,11 +162,13 @@ def _forwards(passes: Any, units: Any, mb: int, step: int, blocking: list) -> No
             oplist.net(unit.cp_forward_hidden, step, (index,))
 
 
-def _backwards(passes: Any, units: Any, mb: int, step: int, blocking: list) -> None:
+def _backwards(
+    passes: Any, units: Any, mb: int, step: int, blocking: list, alone: bool = False
+) -> None:
     """Micro-batch `mb`'s backward of `units` (last first): each unit's recompute and GPU op
     made as `_chained` makes them (the backward's inline, the per-unit lookups hoisted),
     its blocking collectives, its gradients kept or written; a unit whose weights wait on
-    an op is left to the general passes."""
+    an op is left to the general passes. `alone`: as `_forwards`'."""
     oplist, ready, weights = passes.ops, passes.ready, passes.ready.weights
     ops, last_on, stay, scatters = (
         oplist.ops,
@@ -160,11 +176,12 @@ def _backwards(passes: Any, units: Any, mb: int, step: int, blocking: list) -> N
         passes.gradients_stay,
         passes.scatters,
     )
-    all_units, uses, use_units = passes.units, passes.uses, passes.use_units
+    all_units = passes.alone if alone else passes.units
+    uses, use_units = passes.uses, passes.use_units
     last = mb == passes.last_microbatch
     for u in units:
         if weights[u] is not None:
-            passes.backward(u, mb, step, None)  # waits on an op: the general passes' deps
+            passes.backward(u, mb, step, None, alone)  # waits on an op: the general passes' deps
             continue
         unit = all_units[u]
         if unit.recompute_s > 0:  # its deps (weights, activations) both None: the stream's

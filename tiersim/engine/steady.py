@@ -52,6 +52,7 @@ from tiersim.engine.peak_moment import held_at_m
 from tiersim.engine.results import CheckpointRun, StepResult
 from tiersim.engine.schedule_shared import SharedOp
 from tiersim.state.resolved import Resolved
+from tiersim.workload.experts import combined_1f1b
 
 REL = 1e-10  # a figure's growth per period must agree to this share of its scale
 ROUND_OFF = 1e-12  # of a step: what runs of different lengths may differ by in sums
@@ -148,6 +149,7 @@ def samples(res: Resolved, stage: int) -> tuple[int, int, int] | None:
     par = res.execution.parallel
     p, v = par.pipeline, par.virtual_pipeline
     warmup = (p - stage - 1) * 2 + (v - 1) * p if v > 1 else p - stage - 1
+    warmup += 1 if p > 1 and combined_1f1b(res) else 0  # pipeline.warmup_forwards `paired`
     if one_run(res):
         n = one_run_length(m, v, per, warmup, margins(res))
         return (n - 2 * per, n - per, n) if n < m else None

@@ -20,6 +20,7 @@ from tiersim.config.messages import MAX_LISTED
 from tiersim.config.overrides import apply_overrides, set_path
 from tiersim.core.errors import InputError, Problem
 from tiersim.core.records import record
+from tiersim.frameworks.accelerate import read_accelerate
 from tiersim.frameworks.deepspeed import drop_aliases_set, read_deepspeed
 from tiersim.frameworks.detect import ConfigFile, read_config
 from tiersim.frameworks.hf_auto import HIDDEN, fill_from_hidden
@@ -89,6 +90,8 @@ def _mapped(config: ConfigFile, hf_config: bool) -> Mapped:
     try:
         if config.kind == "deepspeed":
             return read_deepspeed(config.content, config.path)
+        if config.kind == "accelerate":
+            return read_accelerate(config.content, config.path)
         if config.kind == "megatron":
             mapped = read_megatron(config.content, config.path, hf_config)
             return _recipe_model(config, mapped, hf_config)
@@ -156,7 +159,8 @@ def _world(facts: dict[str, Any], options: ImportOptions, notes: list) -> int | 
     """GPUs in all: --gpus, else the launcher's in a script (--gpus wins, noted)."""
     world = facts.get("world")
     if options.gpus is not None and world is not None and world != options.gpus:
-        why = f"{options.gpus} replaces the script's world size {world} (torchrun's flags)"
+        said = facts.get("world_said", "the script's world size {} (torchrun's flags)")
+        why = f"{options.gpus} replaces {said.format(world)}"
         notes.append(("--gpus", Problem("", why, "W-IMPORT-REPLACED")))
     return options.gpus if options.gpus is not None else world
 
@@ -172,7 +176,10 @@ def _data_parallel(facts: dict[str, Any], options: ImportOptions, notes: list) -
             given = (
                 "given by --gpus"
                 if options.gpus
-                else "the world size its torchrun flags give (--nproc_per_node x --nnodes)"
+                else facts.get(
+                    "world_by",
+                    "the world size its torchrun flags give (--nproc_per_node x --nnodes)",
+                )
             )
             why = (
                 f"{world} GPUs, {given}, are not a multiple of tensor x pipeline x context = "

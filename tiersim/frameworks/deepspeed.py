@@ -16,7 +16,8 @@ from __future__ import annotations
 from typing import Any
 
 from tiersim.config.deepspeed import OFFLOAD_ALIASES, alias_path
-from tiersim.frameworks import hf_auto
+from tiersim.frameworks import deepspeed_autotp as autotp
+from tiersim.frameworks import deepspeed_master, hf_auto
 from tiersim.frameworks.mapping import MISSING_VALUE, Mapped
 from tiersim.frameworks.values import ValueProblem, boolean, integer, number, table, text
 from tiersim.state.optimizers import framework_names
@@ -47,6 +48,15 @@ ZERO_NOT_MODELLED = {
     "stage3_gather_16bit_weights_on_model_save": "a checkpoint-format choice, not modelled",
     "save_muon_momentum_buffer_in_memory": "tiersim counts ZeRO-3's Muon on the GPU as run "
     "with it true, the only way stage3.py runs it there",
+    # ZeRO++ (DeepSpeed 0.19.8 zero/config.py, partition_parameters.py): not modelled, said how
+    "zero_hpz_partition_size": "ZeRO++ hpZ, not modelled: above 1, each GPU also keeps a "
+    "secondary copy of the 16-bit weights sharded over that many GPUs (_partition_param_sec: "
+    "weights / size each, not counted: HBM under-counted), which backward all-gathers within "
+    "that group (counted over the whole data-parallel group)",
+    "zero_quantized_weights": "ZeRO++ qwZ, not modelled: the weights' all-gathers run in int8 "
+    "(counted at the weights' precision)",
+    "zero_quantized_gradients": "ZeRO++ qgZ, not modelled: the gradients are reduced quantized "
+    "by all-to-all (counted as a reduce-scatter at the gradients' precision)",
 }
 
 
@@ -67,6 +77,8 @@ def read_deepspeed(cfg: dict[str, Any], source: str) -> Mapped:
         # neither fp16 nor bf16 enabled (nor left to the HF Trainer): DeepSpeed trains in fp32
         for cls, name in (("weights", "fp32"), ("gradients", "fp32"), ("master", "none")):
             out.put(f"training.precision.{cls}", name, "(no fp16 or bf16 enabled)")
+    deepspeed_master.low_precision_master(out, cfg)
+    autotp.at_zero3(out)
     hf_auto.precision_note(out)
     hf_auto.check_stage(out)
     hf_auto.trainer_model(out, cfg)
@@ -146,10 +158,12 @@ def _precision(out: Mapped, key: str, value: Any) -> None:
 
 
 def _precision_rest(out: Mapped, key: str, section: dict[str, Any]) -> None:
-    """fp16's loss-scaling keys (config.py's FP16_* constants) change no bytes; any other key
-    (fp16_master_weights_and_grads, auto_cast, bf16's) is not mapped, said so, not called loss
-    scaling (review 2026-12-07-i)."""
+    """fp16's loss-scaling keys (config.py's FP16_* constants) change no bytes; the master's flags
+    are read with the stage (deepspeed_master.py); any other key is not mapped (review i)."""
     for sub, val in ((k, v) for k, v in section.items() if k != "enabled"):
+        if sub in deepspeed_master.KEYS:  # read once the stage and offload are known
+            out.facts.setdefault("low_master", {})[f"{key}.{sub}"] = val
+            continue
         why = "loss scaling: not modelled (no effect on bytes)" if sub in LOSS_SCALING else ""
         out.unmapped(f"{key}.{sub}", val, why)
 
@@ -363,25 +377,8 @@ def _data_types(out: Mapped, key: str, value: Any) -> None:
             out.unmapped(where, val)
 
 
-def _tensor_parallel(out: Mapped, key: str, value: Any) -> None:
-    """`tensor_parallel.autotp_size`: DeepSpeed's AutoTP training (TPTrainingConfig,
-    runtime/tensor_parallel/config.py: 0, its default, disabled) shards the linear layers over
-    that many GPUs, the data-parallel size the world over it (transformers' Trainer:
-    dp_world_size = world_size // autotp_size): parallel.tensor (review 2026-12-07-i)."""
-    section = table(key, value)
-    for sub, val in section.items():
-        where = f"{key}.{sub}"
-        if sub != "autotp_size":
-            out.unmapped(where, val)
-            continue
-        size = integer(where, val, low=0)
-        if size > 1:
-            out.put("parallel.tensor", size, where)
-            out.facts["model_parallel"] = size
-
-
 _TOP = {
-    "tensor_parallel": _tensor_parallel,
+    "tensor_parallel": autotp.tensor_parallel,
     "data_types": _data_types,
     "train_micro_batch_size_per_gpu": _micro,
     "gradient_accumulation_steps": _accumulation,

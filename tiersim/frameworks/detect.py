@@ -16,7 +16,7 @@ from tiersim.core import limits
 from tiersim.core.errors import InputError, Problem, shown
 from tiersim.core.files import FileProblem, read_regular_file
 from tiersim.core.records import record
-from tiersim.frameworks import KINDS
+from tiersim.frameworks import IMPORT_KINDS
 from tiersim.frameworks.bridge import looks_like_recipe, read_recipe
 
 # flags only a Megatron-LM argument list has (any one tells)
@@ -137,6 +137,12 @@ def _as(kind: str, text: str, source: str, recipe: str | None = None) -> ConfigF
         return ConfigFile(kind, content, source)
     if kind == "torchtitan":
         return ConfigFile(kind, parse_toml(text, source), source)
+    if kind == "accelerate":
+        parsed = parse_bridge_yaml(text, source)
+        if not isinstance(parsed, dict):
+            why = "top level is not a mapping of keys (expected an Accelerate config YAML)"
+            raise InputError(source, [Problem("", why, "E-IMPORT-FILE")])
+        return ConfigFile(kind, parsed, source)
     if looks_like_recipe(text) or recipe is not None:
         read = read_recipe(text, source, recipe)
         return ConfigFile(kind, read.sections, source, read.hf_model, tuple(read.notes))
@@ -168,6 +174,8 @@ def _looks_like(text: str, source: str) -> str | None:
     except (yaml.YAMLError, RecursionError):
         # a .yaml file is read as a Megatron-Bridge config, to say where its syntax breaks
         return "megatron" if source.lower().endswith((".yaml", ".yml")) else None
+    if isinstance(parsed, dict) and "distributed_type" in parsed:  # `accelerate config`'s
+        return "accelerate"
     if isinstance(parsed, dict) and any(
         isinstance(v, dict) and set(v) & _BRIDGE_KEYS for v in parsed.values()
     ):
@@ -191,12 +199,13 @@ def _text_bound(text: str, source: str) -> None:
 
 _EXPECTED_KINDS = (
     "a DeepSpeed JSON object, a Megatron-LM argument list or script with --num-layers ..., a "
-    "Megatron-Bridge YAML or Python recipe, or a torchtitan TOML with [parallelism] / [training]"
+    "Megatron-Bridge YAML or Python recipe, a torchtitan TOML with [parallelism] / [training], or "
+    "an Accelerate config YAML with distributed_type"
 )
 
 
 def read_config(path: Path, kind: str | None = None, recipe: str | None = None) -> ConfigFile:
-    """The config at `path`, of `kind` (one of KINDS) or recognised from its content;
+    """The config at `path`, of `kind` (one of IMPORT_KINDS) or recognised from its content;
     `recipe`: the function of a Megatron-Bridge Python recipe file to read."""
     source = str(path)
     text = read_text(path)
@@ -209,7 +218,7 @@ def read_config(path: Path, kind: str | None = None, recipe: str | None = None) 
     if found is None:
         why = (
             f"cannot tell which framework's config this is (expected {_EXPECTED_KINDS}; or "
-            f"name it with --from {'|'.join(KINDS)})"
+            f"name it with --from {'|'.join(IMPORT_KINDS)})"
         )
         raise InputError(source, [Problem("", why, "E-IMPORT-FILE")])
     if recipe is not None and found != "megatron":

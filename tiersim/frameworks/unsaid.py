@@ -1,8 +1,9 @@
 """What the configs leave unsaid that a scenario needs, checked once the `--set` values are
 applied (a `--set` may give it): the model's vocabulary where a Megatron-LM tokenizer does not
 say it (refused: exit 2) and the sequence length where no config gives one (noted: a DeepSpeed
-config has no such key, so the scenario's default, the model's max_positions, is taken, and a
-Hugging Face config's max_position_embeddings can be far longer than the run's sequences).
+or Accelerate config has no such key, so the scenario's default, the model's max_positions, is
+taken, and a Hugging Face config's max_position_embeddings can be far longer than the run's
+sequences), and the batch where a file has none (an Accelerate config: noted).
 """
 
 from __future__ import annotations
@@ -17,11 +18,19 @@ def unsaid(raw: dict[str, Any], facts: dict[str, Any], notes: list) -> None:
     training = raw.get("training")
     if not isinstance(training, dict) or training.get("seq_len") is None:
         why = (
-            "no config gives it (a DeepSpeed config has no sequence length): the scenario's "
-            "default, the model's max_positions, else 2048 (expected --set training.seq_len=N, "
-            "the length the run trains at)"
+            "no config gives it (a DeepSpeed or Accelerate config has no sequence length): the "
+            "scenario's default, the model's max_positions, else 2048 (expected --set "
+            "training.seq_len=N, the length the run trains at)"
         )
         notes.append(("training.seq_len", Problem("", why, "W-IMPORT-ASSUMED")))
+    batch = {"micro_batch_size", "global_batch_size"} & set(training or {})
+    if facts.get("batch_unsaid") and not batch:
+        why = (
+            f"no config gives it ({facts['batch_unsaid']} has no batch: the training script's): "
+            "the scenario's default, 1, no accumulation (expected --set "
+            "training.micro_batch_size=N and training.global_batch_size=B)"
+        )
+        notes.append(("training.micro_batch_size", Problem("", why, "W-IMPORT-ASSUMED")))
 
 
 def _vocab_known(raw: dict[str, Any], facts: dict[str, Any]) -> None:

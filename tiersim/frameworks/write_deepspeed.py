@@ -38,6 +38,10 @@ def write_deepspeed(s: Scenario) -> Emitted:
     precision = t.precision.weights
     if precision in ("fp16", "bf16"):
         cfg[precision] = {"enabled": True}
+    if precision in ("fp16", "bf16") and t.precision.master == precision and offloaded(s):
+        # DeepSpeed runs it only under its optimizer offload (frameworks/deepspeed_master.py);
+        # elsewhere the read-back check names the master the file cannot say
+        cfg[precision][f"{precision}_master_weights_and_grads"] = True
     if t.precision.gradients != (precision if precision in ("fp16", "bf16") else "fp32"):
         cfg["data_types"] = {"grad_accum_dtype": t.precision.gradients}
     if t.recompute == "full":
@@ -60,6 +64,11 @@ def write_deepspeed(s: Scenario) -> Emitted:
     else:
         cfg["optimizer"] = {"type": name}
     return Emitted("deepspeed", json.dumps(cfg, indent=2) + "\n", notes)
+
+
+def offloaded(s: Scenario) -> bool:
+    """The optimizer offloaded under a ZeRO stage: what DeepSpeed's low-precision master needs."""
+    return s.parallel.zero_stage > 0 and s.placement.optimizer_compute == "cpu"
 
 
 def _zero(s: Scenario, notes: list[Problem]) -> dict[str, object]:

@@ -41,13 +41,12 @@ from torch.distributed.fsdp._fully_shard._fsdp_collectives import (
     DefaultAllGather,
     DefaultReduceScatter,
 )
-from torch.profiler import ProfilerActivity
 
 from tiersim.config.schema import Scenario
 from tiersim.groundtruth import hfmodels
 from tiersim.groundtruth.fsdp2 import free_port
-from tiersim.groundtruth.quiet_profiler import quiet_profile
-from tiersim.groundtruth.selective import recompute_attention_core
+from tiersim.groundtruth.quiet_profiler import memory_profile
+from tiersim.groundtruth.selective import set_recompute as set_recompute  # its home before
 from tiersim.groundtruth.settled_collectives import Wait, settle, settled_collectives
 from tiersim.groundtruth.step_peaks import StepPeaks, measured_peaks
 from tiersim.groundtruth.step_timeline import train_step
@@ -130,27 +129,6 @@ def sharded_model(s: Scenario, dtype: str, seed: int = 0) -> tuple[Any, Any]:
     return net, ids
 
 
-def set_recompute(net: Any, recompute: str, kernel: str) -> None:
-    """`training.recompute` on the built model, whatever was set before: `full` each layer's
-    input kept and the layer recomputed (transformers' checkpointing flag on the layers, read
-    at each call), `selective` the attention core recomputed (groundtruth/selective.py),
-    `none` neither; `kernel` the attention implementation the model was built with."""
-    net.config._attn_implementation = kernel
-    full = recompute == "full"
-    if full:
-        kwargs = {"use_reentrant": False}
-        if hasattr(net, "activation_checkpointing_enable"):  # its name in later transformers 5
-            net.activation_checkpointing_enable(activation_checkpointing_kwargs=kwargs)
-        else:
-            net.gradient_checkpointing_enable(gradient_checkpointing_kwargs=kwargs)
-    elif hasattr(net, "activation_checkpointing_disable"):  # the layers' flags cleared
-        net.activation_checkpointing_disable()
-    else:
-        net.gradient_checkpointing_disable()
-    if recompute == "selective":
-        recompute_attention_core(net)
-
-
 def held_bytes(net: Any, optimizer: Any) -> int:
     """What the rank holds between steps: its shards of the weights, of the gradients and of
     the optimizer state (each storage once)."""
@@ -174,10 +152,7 @@ def recorded_step(net: Any, optimizer: Any, ids: Any) -> StepPeaks | None:
         with settled_collectives():
             train_step(net, [optimizer], ids, recorded=False)
         return None
-    with (
-        settled_collectives(),
-        quiet_profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof,
-    ):
+    with settled_collectives(), memory_profile() as prof:
         train_step(net, [optimizer], ids, recorded=True)
     return measured_peaks(prof, base)
 

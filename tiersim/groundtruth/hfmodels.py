@@ -284,6 +284,10 @@ def run(m: Transformer, family: str, acc: Accounting, req: Any, seq: int, device
         torch.manual_seed(req.seed)
         net = build(m, family, acc, seq, dtype)
         ids = torch.randint(0, m.vocab, shape)
+    if req.recompute != "none":  # as the scenario asks (measure --scenario)
+        from tiersim.groundtruth.selective import set_recompute
+
+        set_recompute(net, req.recompute, KERNELS[acc.kernel])
     params = list(net.parameters())
     optimizer = tm.make_optimizer(req.optimizer, list(net.named_parameters()))
     train_step(net, optimizer, ids, None)  # warm-up: creates the optimizer state
@@ -321,11 +325,9 @@ def _recorded_peak(step: Any, device: str, before: int) -> int:
         step()
         torch.cuda.synchronize()
         return int(torch.cuda.max_memory_allocated())
-    from torch.profiler import ProfilerActivity
-
-    from tiersim.groundtruth.quiet_profiler import quiet_profile
+    from tiersim.groundtruth.quiet_profiler import memory_profile
     from tiersim.groundtruth.step_peaks import measured_peaks
 
-    with quiet_profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+    with memory_profile() as prof:
         step()
     return measured_peaks(prof, before).peak_bytes

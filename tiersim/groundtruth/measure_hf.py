@@ -30,12 +30,12 @@ def _hf_accounting(s: Scenario, device: str) -> tuple[Transformer, Accounting]:
 def _hf_prediction(s: Scenario, device: str) -> dict[str, int]:
     """Per layer and outside, for the device measured on (the inventory predicts for a GPU)."""
     m, acc = _hf_accounting(s, device)
-    seq, mbs = s.seq_len, s.training.micro_batch_size
+    seq, mbs, rc = s.seq_len, s.training.micro_batch_size, s.training.recompute
     return {
-        "per_layer_predicted": round(layer_bytes(m, seq, mbs, acc)),
+        "per_layer_predicted": round(layer_bytes(m, seq, mbs, acc, recompute=rc)),
         # every layer's own: DeepSeek's first layers are dense, Qwen's mlp_only_layers too
         "layers_predicted": [
-            round(layer_bytes(m, seq, mbs, acc, index=i)) for i in range(m.layers)
+            round(layer_bytes(m, seq, mbs, acc, recompute=rc, index=i)) for i in range(m.layers)
         ],
         "outside_predicted": round(sum(i.nbytes for i in outside_items(m, seq, mbs, acc))),
     }
@@ -134,6 +134,8 @@ def _fsdp_step(req: Request, world: int, told: Callable[[str], None]) -> dict[st
     seq, mbs = scenario.seq_len, scenario.training.micro_batch_size
     config = {"seq_len": seq, "micro_batch_size": mbs, "dtype": req.dtype}
     config["optimizer"] = req.optimizer
+    if req.recompute != "none":  # run as the scenario asks (measure --scenario)
+        config["recompute"] = req.recompute
     peak = t.peak_event
     return {
         "model": model_dims(scenario.model),

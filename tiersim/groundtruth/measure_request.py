@@ -55,6 +55,8 @@ class Request:
     device: str = "auto"
     implementation: str = "tiersim"  # tiersim's own modules, or a transformers model
     dropout: float | None = None  # attention and hidden dropout (default: the model's)
+    # training.recompute: run only with transformers' model (groundtruth/selective.py)
+    recompute: str = "none"
     overrides: tuple[str, ...] = ()
     base_dir: Path = field(default_factory=Path.cwd)
     seed: int = 0
@@ -121,6 +123,11 @@ def _scenario(req: Request, fsdp: int | None = None) -> Scenario:
         training |= {"implementation": "huggingface", "attention_kernel": req.attention}
     if req.dropout is not None:
         model |= {"attention_dropout": req.dropout, "hidden_dropout": req.dropout}
+    if req.recompute != "none":
+        if req.implementation != "huggingface":
+            why = "measure recomputes only with transformers' model"
+            raise invalid("recompute", f"{req.recompute!r}: {why} (expected none)")
+        training["recompute"] = req.recompute
     raw = {"name": "measure", "model": model, "training": training}
     if fsdp is not None:
         raw |= {"parallel": {"data": fsdp, "zero_stage": 3}}

@@ -19,7 +19,7 @@ import dataclasses
 from typing import Any
 
 import torch
-from torch.profiler import ProfilerActivity, record_function
+from torch.profiler import record_function
 
 from tiersim.config.schema import Scenario
 from tiersim.core.records import record
@@ -27,8 +27,8 @@ from tiersim.groundtruth import hfmodels
 from tiersim.groundtruth import torchmodels as tm
 from tiersim.groundtruth.cpu_gemm_scratchpad import cpu_gemm_route
 from tiersim.groundtruth.quiet_imports import quiet_imports
-from tiersim.groundtruth.quiet_profiler import quiet_profile
-from tiersim.groundtruth.selective import recompute_attention_core
+from tiersim.groundtruth.quiet_profiler import memory_profile
+from tiersim.groundtruth.selective import recompute_attention_core, recompute_layers
 from tiersim.groundtruth.step_peaks import PHASES, StepPeaks, measured_peaks
 from tiersim.state.activations import accounting_for
 from tiersim.state.inventory import build_inventory
@@ -107,11 +107,7 @@ def record_step(s: Scenario, dtype: str, seed: int = 0) -> StepPeaks:
         net = hfmodels.build(m, family, acc, s.seq_len, torch_dtype)
         ids = torch.randint(0, m.vocab, (s.training.micro_batch_size, s.seq_len))
     if s.training.recompute == "full":  # each layer's input kept, the layer recomputed
-        kwargs = {"use_reentrant": False}
-        if hasattr(net, "activation_checkpointing_enable"):  # its name in later transformers 5
-            net.activation_checkpointing_enable(activation_checkpointing_kwargs=kwargs)
-        else:
-            net.gradient_checkpointing_enable(gradient_checkpointing_kwargs=kwargs)
+        recompute_layers(net)
     if s.training.recompute == "selective":  # the attention core recomputed
         recompute_attention_core(net)
     named = list(net.named_parameters())
@@ -125,7 +121,7 @@ def record_step(s: Scenario, dtype: str, seed: int = 0) -> StepPeaks:
         state = sum(tm.optimizer_bytes(opt)[0] for opt in optimizers)
         grads = tm.storage_bytes(p.grad for p in params if p.grad is not None)
         base = tm.storage_bytes(params) + grads + state
-        with quiet_profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        with memory_profile() as prof:
             train_step(net, optimizers, ids, recorded=True)
     finally:
         torch.set_num_threads(threads)

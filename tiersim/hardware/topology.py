@@ -33,6 +33,12 @@ class Route:
     def bottleneck(self) -> float:
         return min(self.hop_bandwidths) if self.hop_bandwidths else math.inf
 
+    @cached_property
+    def link_names(self) -> tuple[str, ...]:
+        """The links it crosses, each once, in order: found once a route (a route is shared
+        by every Topology of its graph and never changes), not once a reading of its bytes."""
+        return tuple(dict.fromkeys(hop.link for hop in self.links))
+
 
 # Routes found, shared by every Topology of the same graph: a sweep builds one per point, and
 # its points share a few graphs. A route is a function of the graph's figures alone (the tiers'

@@ -45,6 +45,8 @@ from tiersim.core.records import record
 from tiersim.core.units import DAY_S
 from tiersim.state.placement import homes
 from tiersim.state.resolved import Resolved
+from tiersim.workload.experts import combined_1f1b
+from tiersim.workload.pipeline import alone_visits
 from tiersim.workload.work import Workload
 
 SAFETY = 1 - 1e-9  # the bound shrunk by this: round-off never lifts it above the step
@@ -68,7 +70,7 @@ def step_bound(res: Resolved, wl: Workload, runs=None) -> StepBound:
     them (else each unit is a run of one)."""
     m = wl.micro_batches
     compute = m * sum(u.forward_s + u.backward_s + u.recompute_s for u in wl.units)
-    compute -= sum(sum(u.ep_alone[2:]) for u in wl.units if u.ep_alone)  # passes alone: unslowed
+    compute -= _alone_slowdowns(res, wl, True, True)  # passes alone: unslowed
     on_gpu = res.execution.placement.optimizer_compute == "gpu"
     optimizer = sum(u.optimizer_gpu_s if on_gpu else u.optimizer_cpu_s for u in wl.units)
     compute += wl.bubble_s  # the stream waits on the other pipeline stages as long
@@ -149,10 +151,11 @@ def _exposed_update_s(res: Resolved, wl: Workload) -> float | None:
     if res.execution.training.optimizer_step != "synchronous":
         return None
     m, units = wl.micro_batches, wl.units
-    start = m * sum(u.forward_s for u in units)  # the first alone, unslowed (experts.py)
-    start -= sum(u.ep_alone[2] for u in units if u.ep_alone)
-    if res.execution.parallel.virtual_pipeline == 1:
+    start = m * sum(u.forward_s for u in units)  # those alone unslowed (experts.py)
+    backwards = res.execution.parallel.virtual_pipeline == 1
+    if backwards:  # (every alone backward's slowdown off: at most one too many, still below)
         start += (m - 1) * sum(u.backward_s + u.recompute_s for u in units)
+    start -= _alone_slowdowns(res, wl, True, backwards)
     machine, placement = res.machine, res.execution.placement
     on_gpu = placement.optimizer_compute == "gpu"
     updater = machine.gpu.memory if on_gpu else machine.cpu.memory
@@ -167,6 +170,20 @@ def _exposed_update_s(res: Resolved, wl: Workload) -> float | None:
     if not on_gpu:
         after.append(sum(u.optimizer_cpu_s for u in units))
     return start + max(after, default=0.0)
+
+
+def _alone_slowdowns(res: Resolved, wl: Workload, forwards: bool, backwards: bool) -> float:
+    """The SM-share slowdowns a step's passes that run alone under combined 1F1B do not take
+    (workload/experts.py `alone_unit`; pipeline.alone_visits counts them), of its forwards
+    and or its backwards."""
+    if not combined_1f1b(res):
+        return 0.0
+    visits = alone_visits(wl.chunks, wl.stage, res.execution.parallel.pipeline, wl.micro_batches)
+    total = 0.0
+    for u, (f, b) in zip(wl.units, visits, strict=True):
+        if u.ep_alone is not None:
+            total += f * u.ep_alone[2] * forwards + b * u.ep_alone[3] * backwards
+    return total
 
 
 def _network_seconds(wl: Workload) -> dict[str, float]:

@@ -81,3 +81,23 @@ def say_check(space: Space, workers: int, to: TextIO) -> None:
         file=to,
         flush=True,
     )
+
+
+def said_left(left: int, spread: int, spread_s: float, others: tuple[int, str, float]) -> str:
+    """The end of a large space's sample line: the candidates its best bounds leave that could
+    still rank, those spread over them that were timed, and the others (count, the workers
+    they go to, their estimated time); where none is left, that (review (k): '0 spread over
+    those took 0 s each: the other 0 on 1 worker ...')."""
+    if not left:
+        return (
+            " and leave none that could still rank (the others cannot, by their bounds): "
+            "nothing more to simulate"
+        )
+    text = (
+        f" and leave {left:,} that could still rank (the others cannot, by their bounds); "
+        f"{spread:,} spread over those took {fmt_time(spread_s)} each"
+    )
+    rest, workers, estimate_s = others
+    if not rest:
+        return text + ": none left to simulate"
+    return text + f": the other {rest:,} on {workers}, about {fmt_time(estimate_s)}"

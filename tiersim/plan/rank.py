@@ -10,6 +10,7 @@ from typing import Any
 from tiersim.analysis.cost import costing_of
 from tiersim.core.records import record
 from tiersim.core.units import fmt_bytes, fmt_time
+from tiersim.plan.headroom import headroom
 from tiersim.plan.prune import HBF, Candidate
 from tiersim.report.wear import fmt_days, fmt_margin
 from tiersim.sweep.worker import PointResult
@@ -113,6 +114,8 @@ def entry(
             n: {"peak_bytes": t["peak_bytes"], "capacity_bytes": t["capacity_bytes"]}
             for n, t in r["tiers"].items()
         },
+        # the GPU's memory to spare at its peak, and whether under the margin (plan.headroom)
+        "headroom": headroom(r),
         "wear": {
             n: {k: w.get(k) for k in WEAR_KEYS} | {"margin": w.get("margin")}
             for n, w in r.get("wear", {}).items()

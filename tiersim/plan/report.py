@@ -8,6 +8,7 @@ from typing import Any
 from tiersim.analysis.cost import PRICE_UNIT
 from tiersim.analysis.wear import GradAccumulationFit
 from tiersim.core.units import fmt_bytes, fmt_time
+from tiersim.plan.headroom import headroom_line
 from tiersim.plan.nearest import miss_lines, miss_section, peak_miss
 from tiersim.plan.rank import (
     entry,
@@ -33,7 +34,7 @@ LABELS = {
 
 
 def plan_report(outcome: PlanOutcome, objective: str, top: int) -> dict[str, Any]:
-    sims, pruned, space = outcome.sims, outcome.pruned, outcome.space
+    sims, pruned = outcome.sims, outcome.pruned
     base = outcome.base_overrides
     best = ranked(sims, objective)[:top]
     statuses = Counter(s.result.status for s in sims)
@@ -42,14 +43,7 @@ def plan_report(outcome: PlanOutcome, objective: str, top: int) -> dict[str, Any
         "scenario": outcome.source,
         "base_overrides": list(base),  # the plan's --set, applied to every candidate
         "objective": objective,
-        "space": {
-            "from": "plan section" if space.from_file else "default",
-            "keys": {k: list(v) for k, v in zip(space.keys, space.values, strict=True)},
-            "size": space.size,
-            # combinations whose micro-batch size and accumulation miss the batch per GPU
-            "off_batch": space.size - pruned.checked,
-            "batch_per_gpu": space.batch,
-        },
+        "space": _space_section(outcome),
         "candidates": {
             "checked": pruned.checked,
             "invalid": sum(pruned.invalid.values()),
@@ -84,6 +78,21 @@ def plan_report(outcome: PlanOutcome, objective: str, top: int) -> dict[str, Any
     }
 
 
+def _space_section(outcome: PlanOutcome) -> dict[str, Any]:
+    space = outcome.space
+    return {
+        "from": "plan section" if space.from_file else "default",
+        "keys": {k: list(v) for k, v in zip(space.keys, space.values, strict=True)},
+        "size": space.size,
+        # combinations whose micro-batch size and accumulation miss the batch per GPU
+        "off_batch": space.size - outcome.pruned.checked,
+        "batch_per_gpu": space.batch,
+        # what the default space leaves out as the scenario refuses it for every candidate
+        # (key paths or `path=value`s), and why (plan.space.left_out)
+        "left_out": [{"left": list(items), "why": why} for items, why in space.left_out],
+    }
+
+
 def _first_errors(sims: list[Any]) -> dict[str, str]:
     out: dict[str, str] = {}
     for s in sims:
@@ -103,6 +112,13 @@ def _off_batch(space: dict[str, Any]) -> str:
     )
 
 
+def _left_out(left: list[dict[str, Any]]) -> str:
+    """'; left out: placement.weights, ... (why); ...': what the scenario refuses throughout."""
+    if not left:
+        return ""
+    return "; left out: " + "; ".join(f"{', '.join(g['left'])} ({g['why']})" for g in left)
+
+
 def _with(base: list[str]) -> str:
     return f" (with {rerun_sets(tuple(base), ())})" if base else ""
 
@@ -114,7 +130,8 @@ def plan_text(report: dict[str, Any]) -> str:
         f"plan for {report['scenario']}{_with(report['base_overrides'])}, best by {label}; "
         f"search space ({report['space']['from']}): {report['space']['size']:,} candidate"
         + ("s" if report["space"]["size"] != 1 else "")
-        + _off_batch(report["space"]),
+        + _off_batch(report["space"])
+        + _left_out(report["space"]["left_out"]),
         f"  {c['checked']:,} checked: {c['invalid']:,} invalid{_reasons(c)}, "
         f"{c['do_not_fit_candidates']:,} do not fit by the exact inventory"
         f"{_unfit(c['do_not_fit'])}, {c['duplicates']:,} duplicate{'s' * (c['duplicates'] != 1)}"
@@ -202,6 +219,9 @@ def _plan_block(plan: dict[str, Any], title: str) -> str:
     if "wear" in plan["binds"]:
         lines.append(f"            {plan['binds']['wear']}")
     lines.append(f"    peaks:  {peaks}")
+    spare = headroom_line(plan.get("headroom"))
+    if spare:
+        lines.append(f"    spare:  {spare}")
     wear = [
         # nothing written: `wear`'s words for it ("never" alone read as a lifetime judged)
         f"{n} never (nothing written)"

@@ -20,7 +20,7 @@ from tiersim.core.limits import PROCESSES_PER_CORE
 from tiersim.core.records import record
 from tiersim.core.units import fmt_time
 from tiersim.plan.check import too_large
-from tiersim.plan.checking import CheckingLimit, say_check
+from tiersim.plan.checking import CheckingLimit, said_left, say_check
 from tiersim.plan.chunks import CHUNK, prune_on_pool
 from tiersim.plan.contenders import Contenders
 from tiersim.plan.prune import Pruned, prune
@@ -163,15 +163,14 @@ def _sample_best(
     left = [i for i in order if i not in sampled and probe.could_matter(kept[i])]
     spread_out, rest, estimate = sample_left(pruned, left, sampled, options, probe)
     spent = sum(r.elapsed_s for r in sampled.values())
-    print(
+    head = (
         f"plan: {len(kept):,} of {pruned.checked:,} candidates fit; the {best} of the "
         f"best bounds ({len(probe.best)} of them fit and hold every budget) took "
-        f"{fmt_time(best_s / best)} each on average and leave {len(left):,} that could "
-        f"still rank (the others cannot, by their bounds); {len(spread_out)} spread over "
-        f"those took {fmt_time((spent - best_s) / max(1, len(spread_out)))} each: the "
-        f"other {len(rest):,} on {_workers(options, len(rest))}, about {fmt_time(estimate)}",
-        file=to,
+        f"{fmt_time(best_s / best)} each on average"
     )
+    spread_s = (spent - best_s) / max(1, len(spread_out))
+    others = (len(rest), _workers(options, len(rest)), estimate)
+    print(head + said_left(len(left), len(spread_out), spread_s, others), file=to)
     if checking_s + spent + estimate > options.time_limit_s:
         what = (
             f"{len(kept):,} candidates fit and their bounds leave {len(left):,} that could "

@@ -1,7 +1,11 @@
 """The search space of `tiersim plan`: which key paths take which values, and its candidates.
 
 The space is the scenario's `plan:` section (key path -> values), or by default the choices a
-planner usually leaves open (DEFAULT_KEYS). Micro-batch size and gradient accumulation vary
+planner usually leaves open (DEFAULT_KEYS) that the scenario's framework can express: under
+`training.framework: megatron` (Megatron-LM without offload, config/consistency.py) no class's
+home and no optimizer site, which the scenario refuses for every value but the GPU's own
+(review (k): 69,840 of 69,984 default candidates invalid). A `plan:` section is searched as
+written. Micro-batch size and gradient accumulation vary
 together at the scenario's batch per GPU (micro_batch_size x grad_accumulation): a value of
 one fixes the other, and a pair off that batch is not a candidate.
 """
@@ -32,6 +36,8 @@ class Space:
     values: tuple[tuple[Any, ...], ...]
     batch: int  # micro_batch_size x grad_accumulation, held fixed
     from_file: bool  # the scenario's plan: section (else the default space)
+    # the default space's keys left out, and why: (paths, the framework's reason)
+    left_out: tuple[tuple[str, ...], str] | None = None
 
     @property
     def size(self) -> int:
@@ -44,10 +50,55 @@ class Space:
         return " x ".join(f"{k} {len(v)}" for k, v in pairs)
 
 
+# why a scenario refuses every value of a default key but its own, or some values of one
+WITHOUT_OFFLOAD = (
+    "training.framework: megatron models Megatron-LM without offload, its "
+    "--optimizer-cpu-offload not modelled: every class stays in the GPU's memory and the "
+    "optimizer on the GPU"
+)
+APEX_ZERO = (
+    "training.distributed_optimizer: apex shards the optimizer state over the data ranks and "
+    "keeps a whole gradient buffer: ZeRO 1 only"
+)
+INTERLEAVED = (
+    "interleaving needs the micro-batches (the batch per GPU {batch} over the micro-batch "
+    "size) to be a multiple of the pipeline size ({pipeline})"
+)
+LeftOut = tuple[tuple[str, ...], str]  # key paths or `path=value`s, and why
+
+
+def left_out(s: Scenario) -> list[LeftOut]:
+    """What the default space leaves out as the scenario refuses it for every candidate:
+    under megatron each class's home and the optimizer's site (config/consistency.py
+    `_framework_problems` refuses any but the GPU's memory and the GPU), under apex's
+    distributed optimizer the ZeRO stage (config/distributed_optimizer.py: 1 only), and under
+    an interleaved pipeline the micro-batch sizes whose micro-batches are no multiple of the
+    pipeline size (config/layout_checks.py; review (k): 69,840 of 69,984 default candidates
+    of a megatron scenario were invalid, 108 of 144 of NeMo's apex scenarios after that)."""
+    out: list[LeftOut] = []
+    if s.training.framework == "megatron":
+        homes = tuple(f"placement.{c}" for c in HOMES)
+        out.append(((*homes, "placement.optimizer_compute"), WITHOUT_OFFLOAD))
+    if s.training.distributed_optimizer == "apex" and s.parallel.data > 1:
+        out.append((("parallel.zero_stage",), APEX_ZERO))
+    p, batch = s.parallel, s.training.micro_batch_size * s.training.grad_accumulation
+    if p.virtual_pipeline > 1:
+        off = [m for m in _micro_batches(batch) if (batch // m) % p.pipeline]
+        if off:
+            why = INTERLEAVED.format(batch=batch, pipeline=p.pipeline)
+            out.append((tuple(f"{MBS}={m}" for m in off), why))
+    return out
+
+
+def _micro_batches(batch: int) -> list[int]:
+    return [m for m in MICRO_BATCHES if batch % m == 0]
+
+
 def default_space(s: Scenario) -> dict[str, list[Any]]:
     """Each class's home among the machine's tiers, where the optimizer runs, the ZeRO stage
     (with data parallelism), recompute, the micro-batch size at the batch per GPU, prefetch
-    depth and, where failures are modelled, the checkpoint interval (as given, or Daly's)."""
+    depth and, where failures are modelled, the checkpoint interval (as given, or Daly's);
+    less what the scenario refuses for every candidate (`left_out`)."""
     tiers = list(s.hardware.tiers)
     space: dict[str, list[Any]] = {f"placement.{c}": tiers for c in HOMES}
     space["placement.optimizer_compute"] = ["gpu", "cpu"]
@@ -55,12 +106,16 @@ def default_space(s: Scenario) -> dict[str, list[Any]]:
         space["parallel.zero_stage"] = [0, 1, 2, 3]
     space["training.recompute"] = ["none", "selective", "full"]
     batch = s.training.micro_batch_size * s.training.grad_accumulation
-    space[MBS] = [m for m in MICRO_BATCHES if batch % m == 0]
+    space[MBS] = _micro_batches(batch)
     space["simulation.prefetch_depth"] = list(PREFETCH)
     failures = s.failures.mtbf is not None or s.failures.gpu_mtbf is not None
     if failures and s.checkpoint.every_steps not in (None, "auto"):
         space["checkpoint.every_steps"] = [s.checkpoint.every_steps, "auto"]
-    return space
+    for items, _ in left_out(s):
+        for item in items:
+            path, _, value = item.partition("=")
+            space[path] = [v for v in space[path] if value and str(v) != value]
+    return {path: values for path, values in space.items() if values}  # a key left out whole
 
 
 def build_space(s: Scenario, resolved: dict[str, Any]) -> tuple[Space, list[Problem]]:
@@ -78,7 +133,8 @@ def build_space(s: Scenario, resolved: dict[str, Any]) -> tuple[Space, list[Prob
         return Space((), (), 1, True), problems
     values = tuple(tuple(v) for v in chosen.values())  # as written: duplicates were refused
     batch = s.training.micro_batch_size * s.training.grad_accumulation
-    return Space(tuple(chosen), values, batch, bool(given)), problems
+    left = () if given else tuple(left_out(s))
+    return Space(tuple(chosen), values, batch, bool(given), left), problems
 
 
 def _values_problem(values: Any) -> str | None:

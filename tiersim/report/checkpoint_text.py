@@ -29,6 +29,7 @@ def _checkpoint_line(ck: dict[str, Any], step_s: float) -> str:
     basis = {
         "daly": "auto: Daly's optimum",
         "drain": "auto: the drain, longer than Daly's optimum",
+        "shortest": "auto: the shortest interval, Daly's optimum and the drain both under a step",
         "wear budget": f"auto: {ck.get('interval_budget_tier') or ck['target']}'s wear budget",
     }
     if ck.get("interval_basis") in basis:
@@ -50,7 +51,8 @@ def _checkpoint_line(ck: dict[str, Any], step_s: float) -> str:
         every = f"every {n} step{'s' * (n != 1)}"
         optimum_s = ck["optimal_interval_s"]["daly"]
         if optimum_s <= 0:  # a checkpoint that stalls nothing: as often as the drain allows
-            line += f"; a checkpoint stalls nothing, so Daly's optimum is the drain's: {every}"
+            floor = "the drain's" if n > 1 else "the shortest interval"  # a drain within a step
+            line += f"; a checkpoint stalls nothing, so Daly's optimum is {floor}: {every}"
         elif optimum_s < (n - 1) * step_s:  # raised: no interval may be shorter than the drain
             line += f"; Daly's optimum, {fmt_time(optimum_s)}, is under the drain: {every}"
         else:

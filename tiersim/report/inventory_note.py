@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from tiersim.config.mesh import Mesh
 from tiersim.config.schema import Scenario
+from tiersim.core.units import fmt_bytes
 from tiersim.state.buffers import offload_gradient_buffer_bytes
 from tiersim.state.classes import PER_PARAMETER
 from tiersim.state.context import gathered_kv_bytes
@@ -28,10 +29,25 @@ def split_note(s: Scenario, inv: Inventory) -> str:
             f"{layers} layers, one micro-batch, nothing divided).",
             "per GPU: one GPU's share, class by class:",
             f"  {', '.join(PER_PARAMETER)}: {_parameter_split(r, inv)}; {_data_sharding(s, inv)}.",
+            *_zero1_gradients(inv),
             f"  activations: {_activation_split(r, inv, layers)}.",
             f"  workspace: {_workspace(r)}.",
         ]
     )
+
+
+def _zero1_gradients(inv: Inventory) -> list[str]:
+    """DeepSpeed ZeRO-1 with its CPU optimizer: its gradients' two places (zero1_offload.py)."""
+    whole = inv.per_gpu.gpu_gradients
+    if not whole:
+        return []
+    part = fmt_bytes(inv.per_gpu["gradients"])
+    return [
+        f"  gradients (DeepSpeed ZeRO-1, CPU optimizer): the host holds the rank's partition "
+        f"({part}), written once a step at the accumulation boundary (fp32 there); the GPU "
+        f"accumulates the whole 16-bit gradients ({fmt_bytes(whole)}, counted in its memory) "
+        "(stage_1_and_2.py: docs/memory.md)."
+    ]
 
 
 def _stage_share(r: Resolved, inv: Inventory) -> str:

@@ -10,6 +10,7 @@ from typing import Any
 
 from tiersim import __version__
 from tiersim.analysis.checkpoint import CheckpointCost, checkpoint_section
+from tiersim.config.framework import resolved_prefetch_depth
 from tiersim.config.schema import Scenario, Tier
 from tiersim.core.units import DAY_S
 from tiersim.engine.figures import laid_out, report_figures
@@ -343,6 +344,9 @@ def run_report(run: RunView) -> dict[str, Any]:
         "steady_state": r.steady_state,
         "micro_batches_simulated": list(r.micro_batches_simulated),
     }
+    configured = resolved_prefetch_depth(s)
+    if configured != r.prefetch_depth:  # cut to what fits ahead (engine/simulate.py)
+        report["sim"]["prefetch_depth_configured"] = configured
     if r.steady_state_why is not None:  # a fallback to full simulation, and why
         report["sim"]["steady_state_why"] = r.steady_state_why
     if r.measured_steps_why is not None:  # steps that alternate (their mean) or settle late

@@ -64,6 +64,24 @@ def _fetches(off: dict[str, Any]) -> str:
     )
 
 
+def _cut(off: dict[str, Any], name: str, depth: int, configured: int) -> str:
+    """A depth below the one configured, and why (review (k): 'prefetch depth 0
+    (simulation.prefetch_depth; DeepSpeed's default 2)' read as a setting of 0 nobody made)."""
+    default = default_prefetch_depth(off["framework"])
+    setting = f"simulation.prefetch_depth {configured}" + (
+        f", {name}'s default" if configured == default else ""
+    )
+    room = "the prefetched units that fit in the GPU memory left"
+    if off["framework"] == "deepspeed":
+        room = (
+            f"the fetches of up to {_params(off['largest_fetch_parameters'])} parameters that "
+            "fit in the values DeepSpeed keeps gathered ahead (training.deepspeed."
+            "stage3_prefetch_bucket_size, stage3_max_live_parameters: docs/zero3-prefetch.md) "
+            "and in the GPU memory left"
+        )
+    return f"prefetch depth {depth} ({setting}, cut to {room})"
+
+
 def _prefetch(framework: str, name: str, depth: int) -> str:
     """How far ahead a fetch is issued (`simulation.prefetch_depth`), and whether that is the
     framework's default: a `--set simulation.prefetch_depth=2` moved the figures unsaid."""
@@ -78,14 +96,20 @@ def _prefetch(framework: str, name: str, depth: int) -> str:
     return f"prefetch depth {depth} (simulation.prefetch_depth; {name}'s default {default}){more}"
 
 
-def offload_line(off: dict[str, Any], cpu_update: bool, depth: int | None = None) -> str:
+def offload_line(
+    off: dict[str, Any], cpu_update: bool, depth: int | None = None, configured: int | None = None
+) -> str:
     """How the scenario's framework moved state (the report's `offload` section), in words;
-    `depth` the run's prefetch depth (the report's `sim.prefetch_depth`)."""
+    `depth` the run's prefetch depth (the report's `sim.prefetch_depth`), `configured` the
+    one set or defaulted where the run cut it (`sim.prefetch_depth_configured`)."""
     name = _FRAMEWORKS.get(off["framework"], off["framework"])
     parts = [_fetches(off)]
     parts.append("operators tiled as said above" if off["tiling"] else "no operator tiled")
     if depth is not None and off.get("weights_streamed", True):
-        parts.append(_prefetch(off["framework"], name, depth))
+        if configured is not None and configured > depth:
+            parts.append(_cut(off, name, depth, configured))
+        else:
+            parts.append(_prefetch(off["framework"], name, depth))
     deepspeed = off["framework"] == "deepspeed"
     if cpu_update:
         parts.append(_gradient_path(off) if deepspeed else _FSDP_GRADIENTS)

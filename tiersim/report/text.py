@@ -73,10 +73,15 @@ def _breakdown_table(st: dict[str, Any], framework: str | None = None) -> list[s
         if parts[key] or key not in ("framework_s", "bubble_s", "imbalance_s")
     ]
     # what no price covers: waits on links (an overlapped reduction's exposed tail, offload
-    # transfers, contention) and on a CPU optimizer; the GPU optimizer's step is its own row
-    optimizer = st["optimizer_s"] if st["optimizer_on"] == "gpu" else 0.0
+    # transfers, contention); the GPU optimizer's step is its own row, and so is the exposed
+    # CPU work, as the step's table names it (a CPU update priced by workload/cpu_optimizer.py,
+    # FSDP2's host gradient adds: review (k) found it counted as 'not priced', 93.8 % of a
+    # small ZeRO-3 step)
+    on_gpu = st["optimizer_on"] == "gpu"
+    optimizer = st["optimizer_s"] if on_gpu else st.get("exposed_cpu_s", 0.0)
     if optimizer:
-        rows.append(["GPU optimizer", fmt_time(optimizer), _pct(optimizer, t)])
+        label = "GPU optimizer" if on_gpu else "exposed CPU work (CPU optimizer, host work)"
+        rows.append([label, fmt_time(optimizer), _pct(optimizer, t)])
     rest = t - sum(parts[key] for key, _ in BREAKDOWN_LABELS) - optimizer
     if rest > 1e-9 * t:
         # DeepSpeed's gradient-path kernels (bucket copies, division, norm) run in the step
@@ -371,7 +376,9 @@ def _sentences(report: dict[str, Any], engine_s: float | None) -> list[str]:
     lines = [v["verdict"] for v in wear]
     if report.get("offload"):
         cpu_update = report["step"]["optimizer_on"] == "cpu"
-        lines.append(offload_line(report["offload"], cpu_update, report["sim"]["prefetch_depth"]))
+        sim = report["sim"]
+        depth, configured = sim["prefetch_depth"], sim.get("prefetch_depth_configured")
+        lines.append(offload_line(report["offload"], cpu_update, depth, configured))
     lines.append(simulated_line(report, engine_s))
     if report.get("target"):  # training.tokens_per_day or total_tokens given
         lines.append(target_line(report["target"]))

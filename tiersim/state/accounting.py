@@ -27,4 +27,5 @@ def accounting_for(s: Scenario, device: str = "cuda") -> Accounting:
         recompute_every=s.training.recompute_every or 1,
         fp8_linears=s.training.fp8 is not None and impl == "megatron",
         loss_chunks=s.training.loss_chunks or DEFAULT_LOSS_CHUNKS[impl],
+        recompute=s.training.recompute,
     )

@@ -52,6 +52,9 @@ class Accounting:
     # (AVX-512 or AMX: oneDNN's matmul, which packs its second operand into a scratchpad from
     # PyTorch's allocator) or "aten" (aten's own gemm, no workspace)
     cpu_gemm: str = "onednn"
+    # training.recompute (none, full, selective, selective_op): under huggingface, what the
+    # checkpoints hold outside the layers (state/hf_selective.py)
+    recompute: str = "none"
 
     def __post_init__(self) -> None:
         if self.implementation not in IMPLEMENTATIONS:

@@ -61,6 +61,7 @@ from tiersim.state.activations_fp8 import te_fp8_items
 from tiersim.state.activations_mla import hf_latent_attention, rope_width
 from tiersim.state.activations_moe import hf_moe_mlp, hf_moe_unsupported
 from tiersim.state.activations_titan import titan_layer, titan_outside
+from tiersim.state.hf_selective import held_outside, selective_kept
 from tiersim.state.layer_sac import mixed
 from tiersim.state.op_recompute import op_saved_bytes
 
@@ -305,6 +306,7 @@ def hf_outside(m: TransformerShape, s: int, b: int, acc: Accounting, first: bool
             items.append(Item("dropout_masks", "embedding dropout mask", mask, False))
     if m.position == "rope":  # cos and sin, (1, s, head_dim), shared by every layer
         items.append(Item("embeddings", "rotary cos and sin", 2.0 * s * rope_width(m) * dt, False))
+    items += held_outside(m, s, b, acc, first)  # under recompute, by the checkpoints
     if last:
         norm = _layernorm("final norm", t, h, acc) if gpt2 else _rmsnorm("final norm", t, h, dt)
         labels = 8.0 * (s + 1) if b == 1 else 8.0 * t  # b = 1 keeps the padded (s+1) storage
@@ -376,5 +378,15 @@ def layer_bytes(
         return mixed(kept_input, none, acc.recompute_every)
     if recompute == "selective_op":  # torchtitan's op-level policy (state/op_recompute.py)
         return op_saved_bytes(m, s, b, acc, tensor, sequence_parallel)
-    items = policy.kept(layer_items(m, s, b, acc, index), recompute, acc.recompute_modules)
-    return divided(items, tensor, sequence_parallel)
+    return divided(kept_items(m, s, b, acc, recompute, index), tensor, sequence_parallel)
+
+
+def kept_items(
+    m: TransformerShape, s: int, b: int, acc: Accounting, recompute: str, index: int = 0
+) -> list[Item]:
+    """Layer `index`'s items kept under `recompute` (none or selective): transformers' layers
+    keep their checkpointed attention core's inputs only (state/hf_selective.py)."""
+    items = layer_items(m, s, b, acc, index)
+    if recompute == "selective" and acc.implementation == "huggingface":
+        return selective_kept(items, m, s, b, acc)
+    return policy.kept(items, recompute, acc.recompute_modules)

@@ -14,8 +14,7 @@ from typing import TYPE_CHECKING
 
 from tiersim.config.mesh import Mesh
 from tiersim.core.records import record
-from tiersim.state.activation_policy import kept
-from tiersim.state.activations import Item, divided, layer_items, outside_items
+from tiersim.state.activations import Item, divided, kept_items, outside_items
 from tiersim.state.apex_buckets import apex_resident_bytes, on_apex
 from tiersim.state.buffers import largest_tensor_elements, workspace_bytes
 from tiersim.state.classes import NAMES
@@ -50,10 +49,16 @@ from tiersim.state.sharding import (
     sharded_parameter_bytes as sharded_parameter_bytes,
 )
 from tiersim.state.stages import Units as Units
-from tiersim.state.stages import chunk_layers, interleaved_peak
+from tiersim.state.stages import (  # inflight_microbatches: read here by its old name too
+    chunk_layers,
+    inflight_microbatches,
+    interleaved_peak,
+    paired,
+)
 from tiersim.state.stages import stage_layers as stage_layers
 from tiersim.state.stages import stage_matrices as stage_matrices
 from tiersim.state.stages import unit_matrices as unit_matrices
+from tiersim.state.zero1_offload import host_share
 
 if TYPE_CHECKING:
     from tiersim.state.resolved import Resolved
@@ -64,6 +69,7 @@ class ClassBytes:
     """Bytes of every state class, in the table's order (`bytes["weights"]`)."""
 
     by_class: Mapping[str, int]
+    gpu_gradients: int = 0  # DeepSpeed ZeRO-1's whole gradients beside the host's partition
 
     def __post_init__(self) -> None:
         if tuple(self.by_class) != NAMES:
@@ -121,18 +127,6 @@ def layers_activation_bytes(
         n * shapes[k].layer_activation_bytes(ex.seq_len, mbs, tensor, sequence, recompute, acc)
         for k, n in alike.items()
     )
-
-
-def inflight_microbatches(stage: int, pipeline: int, virtual: int, micro_batches: int) -> float:
-    """Micro-batches of activations a stage holds at its peak, in units of its layers.
-
-    1F1B: stage k holds p - k. Interleaved (Megatron): (v-1)p + 2(p-k-1) + 1 model chunks of
-    L/(pv) layers; for k = 0 that is p·(1 + (p-1)/(pv)), Korthikanti et al. eq. in §4.2.3.
-    """
-    if virtual == 1:
-        return float(min(pipeline - stage, micro_batches))
-    chunks = (virtual - 1) * pipeline + 2 * (pipeline - stage - 1) + 1
-    return min(chunks, micro_batches * virtual) / virtual
 
 
 def layer_activation_bytes(r: Resolved, layer: LayerShape) -> float:
@@ -195,11 +189,7 @@ def _kept_runs(r: Resolved, model: Transformer, held: list, recompute: str) -> l
     seq, mbs, acc = r.execution.seq_len, r.execution.training.micro_batch_size, r.accounting
     return [
         (
-            kept(
-                layer_items(model, seq, mbs, acc, getattr(u.shape, "index", 0)),
-                recompute,
-                acc.recompute_modules,
-            ),
+            kept_items(model, seq, mbs, acc, recompute, getattr(u.shape, "index", 0)),
             u.count,
         )
         for u in held
@@ -278,12 +268,13 @@ def _class_bytes(
     dense_m = [m for m in mats if not m.expert]
     dense = sharded_parameter_bytes(tr, dense_m, shards, dense_div, padded, momentum) | (apex or {})
     experts = sharded_parameter_bytes(tr, experts_m, shards, expert_div, None, momentum)
+    on_gpu = 0 if single else host_share(r.execution, dense, experts, (dense_div, expert_div))
     workspace = workspace_bytes(r.execution, largest_tensor_elements(r.model, mats))
     if not single:  # context_comm: all_gather holds a layer's gathered K/V (state/context.py)
         workspace += math.ceil(gathered_kv_bytes(r, r.model))
     other = {"activations": activations, "workspace": workspace}
     total = {c: dense[c] + experts[c] if c in dense else other[c] for c in NAMES}
-    return ClassBytes(total), ClassBytes({c: experts.get(c, 0) for c in NAMES})
+    return ClassBytes(total, on_gpu), ClassBytes({c: experts.get(c, 0) for c in NAMES})
 
 
 def dense_inventory(r: Resolved, model: Model) -> ClassBytes:
@@ -312,7 +303,7 @@ def _uneven_interleaved_peak(r: Resolved, stage: int, outside: float) -> float:
     ]
     weights[0 if stage == 0 else v - 1] += outside
     m = r.execution.training.grad_accumulation
-    return interleaved_peak(stage, p, v, m, weights)
+    return interleaved_peak(stage, p, v, m, weights, paired(par, r.model))
 
 
 def stage_bytes(
@@ -322,8 +313,9 @@ def stage_bytes(
     par, memo = r.execution.parallel, {} if memo is None else memo
     args = (par.tensor, par.expert, Mesh.of(par).expert_tensor, par.stage_layers, memo)
     mats = stage_matrices(model, r.units, stage, par.pipeline, *args)
+    m = r.execution.training.grad_accumulation
     inflight = inflight_microbatches(
-        stage, par.pipeline, par.virtual_pipeline, r.execution.training.grad_accumulation
+        stage, par.pipeline, par.virtual_pipeline, m, paired(par, model)
     )
     layers = stage_layers(r.units, stage, par.pipeline, par.stage_layers)
     if (key := ("activations", *((id(u.shape), u.count) for u in layers))) not in memo:
@@ -353,6 +345,8 @@ def tier_use(
         held[home][cls] += per_gpu[cls] - apart
         if apart:
             held[expert_home[cls]][cls] += apart
+    if per_gpu.gpu_gradients:  # DeepSpeed ZeRO-1's, beside the host's share (zero1_offload.py)
+        held[r.machine.gpu.memory]["gradients"] += per_gpu.gpu_gradients
     return {
         name: TierUse(tier.capacity, sum(held[name].values()), dict(held[name]))
         for name, tier in r.machine.tiers.items()

@@ -202,7 +202,9 @@ def _core_moment(r: Resolved, index: int, again: float, freed: float, params: in
     seq, b = r.execution.seq_len, tr.micro_batch_size
     assert isinstance(model, Transformer)  # a share freed: a transformer's (_freed_first)
     items = layer_items(model, seq, b, acc, index)  # the softmax output: split over t
-    peak = per_context_rank(r, model.activation_factor * core_backward_peak(items) / par.tensor)
+    kept_kv = 2.0 * acc.compute_bytes * seq * b * model.kv_heads * model.head_dim
+    core = core_backward_peak(items, kept_kv)
+    peak = per_context_rank(r, model.activation_factor * core / par.tensor)
     flowing = acc.compute_bytes * seq * b * model.hidden / (par.tensor if par.sequence else 1)
     h, q, kv = model.hidden, model.heads * model.head_dim, model.kv_heads * model.head_dim
     after = (h * q + 2 * h * kv + (q + 2 * kv) * model.qkv_bias) // par.tensor

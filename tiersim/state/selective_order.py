@@ -45,11 +45,22 @@ def freed_before_core(items: list[Item]) -> list[Item]:
     ]
 
 
-def core_backward_peak(items: list[Item]) -> float:
-    """The s² bytes eager attention's core holds at its backward's peak, one micro-batch, from
+REPEATED_KV = "k, v repeated to every head"  # state/activations.py, eager Llama-style attention
+
+
+def core_backward_peak(items: list[Item], kept_kv: float = 0.0) -> float:
+    """The bytes eager attention's core holds at its backward's peak, one micro-batch, from
     the accounting's items: 3 x its saved softmax output (that output, its gradient in the
-    softmax's dtype, the softmax's backward result); 0 where the core saves no softmax output."""
-    return sum(3 * i.nbytes for i in items if i.name == "softmax output")
+    softmax's dtype, the softmax's backward result); 0 where the core saves no softmax output.
+    Beside them K and V repeated to every head, recomputed inside the core (`repeat_kv`: new
+    tensors where there are fewer kv heads), both recorded held then (tests/test_step_measure.py
+    at hidden 64: +802,816 B from the core's start = 3 x 262,144 + 2 x 16,384 repeated, less
+    the out-projection's output gradient, 16,384, freed). `kept_kv`: the K and V the
+    checkpoint keeps, at the kv heads (the repeat's own storage where they are the same
+    bytes: a view, nothing new)."""
+    scores = sum(3 * i.nbytes for i in items if i.name == "softmax output")
+    repeated = sum(i.nbytes for i in items if i.name == REPEATED_KV)
+    return scores + (repeated if scores and repeated != kept_kv else 0.0)
 
 
 def recompute_core(

@@ -159,14 +159,21 @@ def chunk_layers(units: Units, stage: int, pipeline: int, split: Sequence[int]) 
 
 
 def interleaved_peak(
-    stage: int, pipeline: int, virtual: int, micro_batches: int, weights: Sequence[float]
+    stage: int,
+    pipeline: int,
+    virtual: int,
+    micro_batches: int,
+    weights: Sequence[float],
+    paired: bool = False,
 ) -> float:
     """The most of `weights[chunk]` a stage holds at once under Megatron-LM's interleaved 1F1B
     (workload/pipeline.py's order: warm-up forwards, one forward then one backward, cool-down
     backwards; the k-th forward on chunk (k % pv) // p, backwards in reverse chunk order):
-    forwards add their chunk's weight, backwards release it."""
+    forwards add their chunk's weight, backwards release it. `paired`: combined 1F1B's
+    warm-up, one forward longer (workload/pipeline.py `warmup_forwards`)."""
     p, v, total = pipeline, virtual, micro_batches * virtual
-    warmup = total if micro_batches == p else min((p - stage - 1) * 2 + (v - 1) * p, total)
+    extra = 1 if paired else 0
+    warmup = min((p - stage - 1) * 2 + (v - 1) * p + extra, total)
 
     def chunk(k: int) -> int:
         return (k % (p * v)) // p
@@ -180,3 +187,29 @@ def interleaved_peak(
         live += weights[chunk(k)] if sign > 0 else -weights[v - 1 - chunk(k)]
         peak = max(peak, live)
     return peak
+
+
+def inflight_microbatches(
+    stage: int, pipeline: int, virtual: int, micro_batches: int, paired: bool = False
+) -> float:
+    """Micro-batches of activations a stage holds at its peak, in units of its layers.
+
+    1F1B: stage k holds p - k. Interleaved (Megatron): (v-1)p + 2(p-k-1) + 1 model chunks of
+    L/(pv) layers; for k = 0 that is p·(1 + (p-1)/(pv)), Korthikanti et al. eq. in §4.2.3.
+    Capped at the m·v chunks, m = p included: Megatron-Core's warm-up has no all-warm-up case
+    there (schedules.py @ 00611e6eeb0b, `get_pp_rank_microbatches`), nor has the engine's
+    order (workload/pipeline.py `warmup_forwards`; tests/test_inflight_chunks.py).
+    `paired`: combined 1F1B (`parallel.overlap_expert_comm`) runs one warm-up forward more
+    on every stage of a pipeline, so one chunk more is held (workload/pipeline.py
+    `warmup_forwards`).
+    """
+    extra = 1 if paired and pipeline > 1 else 0
+    if virtual == 1:
+        return float(min(pipeline - stage + extra, micro_batches))
+    chunks = (virtual - 1) * pipeline + 2 * (pipeline - stage - 1) + 1 + extra
+    return min(chunks, micro_batches * virtual) / virtual
+
+
+def paired(par, model) -> bool:
+    """Combined 1F1B (workload/experts.py `combined_1f1b`): one warm-up forward more."""
+    return par.overlap_expert_comm and par.expert > 1 and model.is_moe_model

@@ -27,7 +27,7 @@ from tiersim.core.records import record
 from tiersim.state.inventory import stage_layers
 from tiersim.workload import kernels
 from tiersim.workload.comms import alone_s, capacities
-from tiersim.workload.stage_times import flop_timed_kernels
+from tiersim.workload.stage_times import alone_visits_of, flop_timed_kernels
 
 if TYPE_CHECKING:
     from tiersim.state.resolved import Resolved
@@ -100,6 +100,25 @@ def _blocking_s(r: Resolved, units, dp_per_microbatch: bool, cap: dict | None) -
     return total
 
 
+def _alone_s(r: Resolved, units, alone: list | None, cap: dict | None) -> tuple[float, float]:
+    """What a step's passes that run alone under combined 1F1B (`alone`: each unit's alone
+    forwards and backwards, pipeline.alone_visits; None: none) change against the paired
+    shape every pass is priced at: (their blocking all-to-alls' seconds more, their
+    SM-share slowdowns' seconds less) (workload/experts.py `alone_unit`)."""
+    if alone is None:
+        return 0.0, 0.0
+    cap = capacities(r) if cap is None else cap
+    more = less = 0.0
+    for u, (f, b) in zip(units, alone, strict=True):
+        if u.ep_alone is None:
+            continue
+        fwd, bwd, slow_f, slow_b = u.ep_alone
+        more += f * (alone_s(r, fwd, cap) - alone_s(r, u.ep_forward, cap))
+        more += b * (alone_s(r, bwd, cap) - alone_s(r, u.ep_backward, cap))
+        less += f * slow_f + b * slow_b
+    return more, less
+
+
 def step_breakdown(
     r: Resolved,
     model,
@@ -115,13 +134,14 @@ def step_breakdown(
     m = r.execution.training.grad_accumulation
     gemm, memory = _kernel_totals(r, model, units, stage)
     scale = kernels.overhead(r)  # kernel- or FLOP-timed, compute_times applies it
-    compute = m * sum(u.forward_s + u.backward_s + u.recompute_s for u in units)
+    more, less = _alone_s(r, units, alone_visits_of(r, stage, len(units) - 1), cap)
+    compute = m * sum(u.forward_s + u.backward_s + u.recompute_s for u in units) - less
     sm_share = compute - m * scale * (gemm + memory)
     # the two sums add the same kernels in different orders: a difference within their
     # rounding (relative 1e-9, far below any real share) is no time at all
     sm_share = sm_share if sm_share > 1e-9 * compute else 0.0
     idle, fill, p2p = pipeline_idle
-    blocking = _blocking_s(r, units, dp_per_microbatch, cap) + m * p2p + sm_share
+    blocking = _blocking_s(r, units, dp_per_microbatch, cap) + more + m * p2p + sm_share
     return StepBreakdown(
         gemm_s=m * gemm,
         memory_bound_s=m * memory,

@@ -28,6 +28,8 @@ outlasts that computation blocks, waited for at that computation's end, and the 
 slows by the SM share the communication kernels take (`gpu.collective_sm_share`) while they
 run. Without pipelining the first micro-batch's forward and the last one's backward run alone,
 their own all-to-alls blocking, unslowed (`alone_unit`); one micro-batch overlaps nothing.
+Pipelined, a stage's warm-up forwards (one more than without the overlap) and its cool-down
+backwards run alone (`combined_1f1b`, workload/pipeline.py `alone_ends`).
 """
 
 from __future__ import annotations
@@ -136,8 +138,11 @@ def overlapped(r: Resolved, comms: dict[str, Comm], forward_s: float, backward_s
     share the communication kernels take while they run beside it. Without pipelining the
     first micro-batch's forward and the last's backward have no pass beside them: "executed
     alone, no a2a overlapping" (`combined_1f1b_schedule_for_no_pipelining`, same file; phase
-    k pairs micro-batch k's backward with k + 1's forward): `ep_alone` holds their shape.
-    Returns (comms, forward_s, backward_s)."""
+    k pairs micro-batch k's backward with k + 1's forward); pipelined, a stage's warm-up
+    forwards and cool-down backwards (`forward_backward_helper_wrapper` called with only
+    an f_ or only a b_virtual_microbatch_id, schedules.py @ 00611e6eeb0b; the steady
+    phase pairs forward k + warm-up with backward k): `ep_alone` holds their shape
+    (`pipeline.alone_ends` says which). Returns (comms, forward_s, backward_s)."""
     if not comms or not r.execution.parallel.overlap_expert_comm:
         return comms, forward_s, backward_s
     share = r.machine.gpu.collective_sm_share
@@ -151,13 +156,20 @@ def overlapped(r: Resolved, comms: dict[str, Comm], forward_s: float, backward_s
         "ep_backward_hidden": _beside(bwd),
     }
     extra_f, extra_b = share * min(fwd_alone, backward_s), share * min(bwd_alone, forward_s)
-    if r.execution.parallel.pipeline == 1:  # pipelined: each pass paired (not read further)
-        out["ep_alone"] = (fwd, bwd, extra_b, extra_f)
+    out["ep_alone"] = (fwd, bwd, extra_b, extra_f)  # the passes alone (pipeline.alone_ends)
     return (
         {k: c for k, c in out.items() if c is not None},
         forward_s + extra_b,
         backward_s + extra_f,
     )
+
+
+def combined_1f1b(r: Resolved) -> bool:
+    """Whether `parallel.overlap_expert_comm` changes the schedule: an MoE model with expert
+    parallelism (else the key changes nothing: config/expert_notes.py), whose stages then
+    run Megatron-Core's combined 1F1B (pipeline.warmup_forwards `paired`)."""
+    par = r.execution.parallel
+    return par.overlap_expert_comm and par.expert > 1 and r.model.is_moe_model
 
 
 def alone_unit(u):

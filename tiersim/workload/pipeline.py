@@ -11,9 +11,13 @@ adjacent virtual stages.
 - Stage order, as Megatron-LM runs it (`megatron/core/pipeline_parallel/schedules.py`):
   warm-up forwards, a steady phase of one forward then one backward, cool-down backwards.
   1F1B: stage k runs min(p - k - 1, m) warm-up forwards. Interleaved: (p - k - 1)·2 +
-  (v - 1)·p warm-up forwards over the m·v (micro-batch, chunk) pairs, all of them when m = p;
-  the k-th pair is micro-batch (k // pv)·p + k % p on chunk (k % pv) // p, backwards visit the
-  chunks in reverse.
+  (v - 1)·p warm-up forwards, capped at the m·v (micro-batch, chunk) pairs (Megatron-Core's
+  `get_pp_rank_microbatches` @ 00611e6eeb0b; older Megatron-LM warmed up all of them when
+  m = p, a case Megatron-Core dropped); the k-th pair is micro-batch (k // pv)·p + k % p on
+  chunk (k % pv) // p, backwards visit the chunks in reverse. Under
+  `parallel.overlap_expert_comm` (combined 1F1B) every stage of a pipeline warms up one
+  forward more, and its warm-up forwards and as many cool-down backwards run alone
+  (`warmup_forwards` `paired`, `alone_ends`; workload/pipeline_alone.py).
 - Step time: `pipeline_timeline.evaluate` runs every stage's order as a dependency graph (a
   forward waits for the previous virtual stage's forward plus c, a backward for the next
   virtual stage's backward plus c; sends never block the sender) and returns each stage's
@@ -120,14 +124,22 @@ def step_time(
 # --- schedules ---------------------------------------------------------------------------------
 
 
-def warmup_forwards(stage: int, pipeline: int, micro_batches: int, virtual: int = 1) -> int:
-    """Forwards a stage runs before its first backward (Megatron-LM's warm-up)."""
+def warmup_forwards(
+    stage: int, pipeline: int, micro_batches: int, virtual: int = 1, paired: bool = False
+) -> int:
+    """Forwards a stage runs before its first backward (Megatron-LM's warm-up). `paired`:
+    under `parallel.overlap_expert_comm` (combined 1F1B) a pipelined stage runs one forward
+    more, "to ensure the forward and backward computations are independent in all 1f1b
+    steps" (megatron/core/pipeline_parallel/schedules.py @ 00611e6eeb0b,
+    `get_pp_rank_microbatches`; Megatron-Core asks for a virtual pipeline there, tiersim
+    takes plain 1F1B the same way)."""
+    extra = 1 if paired and pipeline > 1 else 0
     if virtual == 1:
-        return min(pipeline - stage - 1, micro_batches)
-    total = micro_batches * virtual
-    if micro_batches == pipeline:
-        return total
-    return min((pipeline - stage - 1) * 2 + (virtual - 1) * pipeline, total)
+        return min(pipeline - stage - 1 + extra, micro_batches)
+    # capped at the m·v visits; no all-warm-up case when m = p (older Megatron-LM's
+    # `if num_microbatches == pipeline_parallel_size`, gone at the commit above)
+    warm = (pipeline - stage - 1) * 2 + (virtual - 1) * pipeline + extra
+    return min(warm, micro_batches * virtual)
 
 
 def _visits(pipeline: int, micro_batches: int, virtual: int, kind: Kind) -> list[Op]:
@@ -158,14 +170,57 @@ def in_order(warmup: int, fwd: list, bwd: list) -> list:
     return out
 
 
-def stage_schedule(stage: int, pipeline: int, micro_batches: int, virtual: int = 1) -> list[Op]:
-    """The ordered operations of one stage for one step, as Megatron-LM orders them."""
+def alone_ends(stage: int, pipeline: int, micro_batches: int, virtual: int = 1) -> int:
+    """Under combined 1F1B (`parallel.overlap_expert_comm`), how many ops at each end of a
+    stage's order run alone, with no pass of another micro-batch beside them: its warm-up
+    forwards and as many cool-down backwards ("forward_backward_helper_wrapper" with only a
+    forward or only a backward, megatron/core/pipeline_parallel/schedules.py @
+    00611e6eeb0b); without pipelining the first forward and the last backward
+    (combined_1f1b.py @ 00caa53af309, `combined_1f1b_schedule_for_no_pipelining`), which
+    are the ends of tiersim's order there too."""
+    if pipeline == 1:
+        return 1
+    return warmup_forwards(stage, pipeline, micro_batches, virtual, True)
+
+
+def stage_schedule(
+    stage: int, pipeline: int, micro_batches: int, virtual: int = 1, paired: bool = False
+) -> list[Op]:
+    """The ordered operations of one stage for one step, as Megatron-LM orders them
+    (`paired`: combined 1F1B's, `warmup_forwards`)."""
     check_schedule(pipeline, micro_batches, virtual)
     if not 0 <= stage < pipeline:
         raise ValueError(f"stage(={stage}) must be in [0, {pipeline})")
-    warmup = warmup_forwards(stage, pipeline, micro_batches, virtual)
+    warmup = warmup_forwards(stage, pipeline, micro_batches, virtual, paired)
     forwards = _visits(pipeline, micro_batches, virtual, "forward")
     return in_order(warmup, forwards, _visits(pipeline, micro_batches, virtual, "backward"))
+
+
+def alone_visits(chunks: Sequence[Sequence[int]], stage: int, pipeline: int, micro_batches: int):
+    """Under combined 1F1B, how many forwards and backwards of each unit (`chunks`: the
+    stage's unit indices by model chunk) run alone in a step (`alone_ends`): a list of
+    (forwards, backwards) by unit index."""
+    virtual = len(chunks)
+    order = stage_schedule(stage, pipeline, micro_batches, virtual, True)
+    ends = alone_ends(stage, pipeline, micro_batches, virtual)
+    forwards, backwards = [0] * virtual, [0] * virtual
+    for op in order[:ends]:
+        forwards[op.chunk] += 1
+    for op in order[len(order) - ends :]:
+        backwards[op.chunk] += 1
+    out = [(0, 0)] * (1 + max(u for units in chunks for u in units))
+    for c, units in enumerate(chunks):
+        for u in units:
+            out[u] = (forwards[c], backwards[c])
+    return out
+
+
+def stage_order(stage: int, par, micro_batches: int, paired: bool) -> tuple[list[Op], int]:
+    """`stage_schedule` under `par` (the parallel layout) and how many ops at each end of it
+    run alone (`alone_ends`; none without combined 1F1B, `paired`)."""
+    p, v = par.pipeline, par.virtual_pipeline
+    order = stage_schedule(stage, p, micro_batches, v, paired)
+    return order, alone_ends(stage, p, micro_batches, v) if paired else 0
 
 
 def peak_inflight(ops: Sequence[Op]) -> int:

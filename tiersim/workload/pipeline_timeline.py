@@ -180,7 +180,15 @@ def timeline_graph(
     """`timeline` by walking every stage's program as a dependency graph: an op whose
     input is not done yet parks its stage until it is."""
     programs = [_program(k, pipeline, micro_batches, virtual, fwd, bwd) for k in range(pipeline)]
-    done: list[float | None] = [None] * (2 * pipeline * virtual * micro_batches)
+    return walk(programs, p2p_s, keep_starts)
+
+
+def walk(
+    programs: list[list[tuple[int, int, bool, float]]], p2p_s: float, keep_starts: bool = True
+) -> tuple[list[list[float]], list[list[float]]]:
+    """`timeline_graph`'s walk of every stage's program (`_program`'s ops)."""
+    pipeline = len(programs)
+    done: list[float | None] = [None] * sum(map(len, programs))
     waiting: dict[int, int] = {}
     position, free = [0] * pipeline, [0.0] * pipeline
     starts: list[list[float]] = [[] for _ in range(pipeline)]
@@ -233,10 +241,11 @@ def _program(
 
 
 def program_1f1b(
-    stage: int, pipeline: int, micro_batches: int, fwd: float, bwd: float
+    stage: int, pipeline: int, micro_batches: int, fwd: float, bwd: float, paired: bool = False
 ) -> list[tuple[int, int, bool, float]]:
     """`_program` without interleaving, built directly in 1F1B order (`_one_f_one_b`): the
-    warm-up's forwards, forward-backward pairs, the cool-down's backwards."""
+    warm-up's forwards, forward-backward pairs, the cool-down's backwards (`paired`:
+    combined 1F1B's warm-up, `pipeline.warmup_forwards`)."""
     p, m = pipeline, micro_batches
     base_f, base_b = stage * m, (p + stage) * m
     last = stage == p - 1
@@ -251,7 +260,7 @@ def program_1f1b(
             return (base_b + mb, base_f + mb, False, bwd)
         return (base_b + mb, next_b + mb, True, bwd)
 
-    warmup = warmup_forwards(stage, p, m)
+    warmup = warmup_forwards(stage, p, m, 1, paired)
     out = [forward(mb) for mb in range(warmup)]
     for i in range(m - warmup):
         out.append(forward(warmup + i))
@@ -261,7 +270,13 @@ def program_1f1b(
 
 
 def program_interleaved(
-    stage: int, pipeline: int, micro_batches: int, virtual: int, fwd: list[float], bwd: list[float]
+    stage: int,
+    pipeline: int,
+    micro_batches: int,
+    virtual: int,
+    fwd: list[float],
+    bwd: list[float],
+    paired: bool = False,
 ) -> list[tuple[int, int, bool, float]]:
     """`_program` with interleaving (`fwd`, `bwd`: this stage's times per chunk), built
     directly: the k-th (micro-batch, chunk) a stage visits, forward and backward alike
@@ -292,7 +307,7 @@ def program_interleaved(
             backwards.append((own, (p * v + chunk + 1) * m + mb, True, bwd[chunk]))
         else:
             backwards.append((own, own - p * v * m, False, bwd[chunk]))
-    w = warmup_forwards(k_, p, m, v)
+    w = warmup_forwards(k_, p, m, v, paired)
     out = [forwards[0]] * (2 * total)
     out[:w] = forwards[:w]
     out[w : 2 * total - w : 2] = forwards[w:]

@@ -16,9 +16,10 @@ from tiersim.state.layer_sac import checkpointed_share
 from tiersim.state.model import LayerView, Transformer
 from tiersim.workload import kernels, pipeline
 from tiersim.workload.comms import Comm, rest_tensor_comms, sm_share_s
-from tiersim.workload.experts import routed_flops_share
+from tiersim.workload.experts import alone_unit, combined_1f1b, routed_flops_share
 from tiersim.workload.kernels import Kernels
 from tiersim.workload.moe_kernels import busiest_rank_slowdown, moe_bytes, moe_shape
+from tiersim.workload.pipeline_alone import evaluate_alone
 from tiersim.workload.pipeline_p2p import op_costs
 from tiersim.workload.pipeline_steady import evaluate_steady
 
@@ -310,18 +311,36 @@ def bubble(
     if par.pipeline == 1:
         return 0.0, 0.0, 0.0, 0.0
     p2p, arrive = op_costs(r, hidden)  # per op, and the data's later arrival (pipeline_p2p)
-    fwd, bwd = _stage_chunk_times(
-        r, model, _each_stage_layers(r, model, units, stage, stage_units), cap, hidden
-    )
+    layers = _each_stage_layers(r, model, units, stage, stage_units)
+    fwd, bwd = _stage_chunk_times(r, model, layers, cap, hidden)
     fwd = [list(map(add, row, repeat(p2p))) for row in fwd]  # x + p2p, time by time
     bwd = [list(map(add, row, repeat(p2p))) for row in bwd]
-    timing = evaluate_steady(par.pipeline, m, par.virtual_pipeline, fwd, bwd, arrive)
+    # combined 1F1B: the warm-up's and cool-down's passes alone (pipeline_alone), those
+    # that fill and drain the pipeline
+    fill_f, fill_b = fwd, bwd
+    if combined_1f1b(r):
+        alone = _stage_chunk_times(r, model, _alone_layers(layers), cap, hidden)
+        fill_f, fill_b = ([list(map(add, row, repeat(p2p))) for row in t] for t in alone)
+        times = (fwd, bwd, fill_f, fill_b)
+        timing = evaluate_alone(par.pipeline, m, par.virtual_pipeline, times, arrive)
+    else:
+        timing = evaluate_steady(par.pipeline, m, par.virtual_pipeline, fwd, bwd, arrive)
     own = timing.busy_s[stage] - 2.0 * p2p * m * par.virtual_pipeline
     idle = max(0.0, timing.step_s - own)
-    mean = (sum(fwd[stage]) + sum(bwd[stage])) / par.virtual_pipeline
+    mean = (sum(fill_f[stage]) + sum(fill_b[stage])) / par.virtual_pipeline
     fill = pipeline.bubble_s(par.pipeline, mean, 0.0)
     after = min(idle, max(0.0, timing.step_s - timing.finish_s[stage]))
     return idle, after, fill, 2.0 * p2p * par.virtual_pipeline
+
+
+def _alone_layers(stage_layers: list[list]) -> list[list]:
+    """Each stage's layer units as its passes alone run them (experts.alone_unit); stages
+    that share one list share its copy."""
+    copies: dict[int, list] = {}
+    for layers in stage_layers:
+        if id(layers) not in copies:
+            copies[id(layers)] = [alone_unit(u) for u in layers]
+    return [copies[id(layers)] for layers in stage_layers]
 
 
 def chunks(
@@ -339,3 +358,24 @@ def chunks(
     else:
         chunks[-1].append(n_layers)
     return tuple(tuple(c) for c in chunks)
+
+
+def alone_visits_of(r: Resolved, stage: int, n_layers: int) -> list | None:
+    """Each of the stage's units' (its layers' `n_layers` and its rest's) forwards and
+    backwards that run alone under combined 1F1B (pipeline.alone_visits); None without it."""
+    if not combined_1f1b(r):
+        return None
+    par = r.execution.parallel
+    first = stage == 0 < par.pipeline - 1
+    by_chunk = chunks(n_layers, par.virtual_pipeline, first, chunk_units(par, stage, n_layers))
+    m = r.execution.training.grad_accumulation
+    return pipeline.alone_visits(by_chunk, stage, par.pipeline, m)
+
+
+def chunk_units(par, stage: int, n_units: int) -> list[int] | None:
+    """Units in each of the stage's chunks under `parallel.stage_layers` (None: even)."""
+    if par.stage_layers is None:
+        return None
+    layers = [par.stage_layers[stage + i * par.pipeline] for i in range(par.virtual_pipeline)]
+    per_layer = n_units // max(1, sum(layers))
+    return [n * per_layer for n in layers]

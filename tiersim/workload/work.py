@@ -34,6 +34,7 @@ from tiersim.state.inventory import (
 )
 from tiersim.state.placement import expert_homes, experts_placed_apart
 from tiersim.state.resolved import Resolved
+from tiersim.state.zero1_offload import host_partition, host_share
 from tiersim.workload.amax import per_layer_s as amax_per_layer_s
 from tiersim.workload.amax import with_amax_reduction
 from tiersim.workload.breakdown import StepBreakdown, step_breakdown
@@ -55,7 +56,7 @@ from tiersim.workload.optimizer_bytes import mixed_precision_bytes
 from tiersim.workload.optimizer_gathers import update_collectives_s, update_gemm_flops
 from tiersim.workload.reduce_buckets import reduces_per_unit
 from tiersim.workload.stage_times import bubble as stage_bubble
-from tiersim.workload.stage_times import chunks, compute_times
+from tiersim.workload.stage_times import chunk_units, chunks, compute_times
 from tiersim.workload.unit import Unit
 
 
@@ -120,6 +121,7 @@ def _homed(r: Resolved, mats, padded: int | None) -> tuple[dict, dict, float, in
     tr, momentum = r.execution.training, momentum_precision(r)  # DeepSpeed's Muon's dtype
     dense_b = sharded_parameter_bytes(tr, dense, shard, dense_div, padded, momentum)
     expert_b = sharded_parameter_bytes(tr, experts, shard, expert_div, None, momentum)
+    host_share(r.execution, dense_b, expert_b, (dense_div, expert_div))  # DeepSpeed ZeRO-1's
     homed = {c: dense_b[c] + expert_b[c] for c in dense_b}
     p_dense, p_experts = sum(m.size for m in dense), sum(m.size for m in experts)
     updated = float(p_dense + p_experts)
@@ -302,15 +304,6 @@ def _renamed(u: Unit, first: int, index: int) -> Unit:
     return twin
 
 
-def _chunk_units(par, stage: int, n_units: int) -> list[int] | None:
-    """Units in each of the stage's chunks under `parallel.stage_layers` (None: even)."""
-    if par.stage_layers is None:
-        return None
-    layers = [par.stage_layers[stage + i * par.pipeline] for i in range(par.virtual_pipeline)]
-    per_layer = n_units // max(1, sum(layers))
-    return [n * per_layer for n in layers]
-
-
 def build_workload(
     r: Resolved, inv: Inventory | None = None, shared: dict | None = None
 ) -> Workload:
@@ -347,7 +340,7 @@ def build_workload(
             len(units) - 1,
             par.virtual_pipeline,
             inv.stage == 0 < par.pipeline - 1,
-            _chunk_units(par, inv.stage, len(units) - 1),
+            chunk_units(par, inv.stage, len(units) - 1),
         ),
         gradients_every_microbatch=every_mb,
         bubble_s=bubble,
@@ -368,8 +361,8 @@ def _parts(r: Resolved, shared: dict):
     there reads nothing of a state class's home, the optimizer's device or `simulation.*`
     (the stage's units and their compute, the network's capacities, the step's prices: the
     inventory's stage is in their keys), except where routed experts have homes of their own
-    (`_layer_units` reads the placement then): nothing is kept for such a scenario."""
-    if experts_placed_apart(r.execution.placement, r.machine):
+    or DeepSpeed ZeRO-1's gradients follow the optimizer's device: nothing is kept then."""
+    if experts_placed_apart(r.execution.placement, r.machine) or host_partition(r.execution):
         shared = {}
 
     def get(key: tuple, make):

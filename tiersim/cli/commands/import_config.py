@@ -1,4 +1,5 @@
-"""`tiersim import`: a scenario from DeepSpeed, Megatron-LM or torchtitan configuration files."""
+"""`tiersim import`: a scenario from DeepSpeed, Megatron-LM, torchtitan or Accelerate configuration
+files."""
 
 from __future__ import annotations
 
@@ -13,18 +14,19 @@ from tiersim.cli.commands.common import (
     output_error,
     positive_int,
 )
-from tiersim.frameworks import KINDS
+from tiersim.frameworks import IMPORT_KINDS
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser(
         "import",
-        help="write a scenario from DeepSpeed, Megatron-LM or torchtitan configuration files",
+        help="write a scenario from DeepSpeed, Megatron-LM, torchtitan or Accelerate configuration "
+        "files",
         description="Read a framework's own configuration (a DeepSpeed JSON config, a "
         "Megatron-LM argument list or launch script, a Megatron-Bridge YAML or Python recipe, "
-        "a torchtitan TOML; the kind of each recognised from its content, or named with "
-        "--from) and write the "
-        "scenario it describes: ZeRO stage and offload devices, parallel degrees, batch sizes, "
+        "a torchtitan TOML, an Accelerate config YAML; the kind of each recognised from its "
+        "content, or named with --from) and write the scenario it describes: ZeRO stage and "
+        "offload devices, parallel degrees, batch sizes, "
         "precision, recompute. Every key that cannot be mapped is named in a note (standard "
         "error, and comments atop the file), with the value; keys of features this version does"
         " not model yet say so. Several files are merged, a later one's values winning (noted)."
@@ -50,7 +52,7 @@ def _add_sources(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--from",
         dest="kind",
-        choices=KINDS,
+        choices=IMPORT_KINDS,
         default=None,
         help="read every CONFIG as this framework's (default: recognised from the content)",
     )
@@ -81,7 +83,8 @@ def _add_sources(parser: argparse.ArgumentParser) -> None:
         metavar="N",
         help="the world size (GPUs in all): sets the data-parallel size as N / (tensor x "
         "pipeline x context) (default: a launch script's torchrun --nproc_per_node x "
-        "--nnodes, else DeepSpeed's train_batch_size / (micro x accumulation), else 1)",
+        "--nnodes, or an Accelerate config's num_processes, else DeepSpeed's "
+        "train_batch_size / (micro x accumulation), else 1)",
     )
 
 

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 from tiersim.cli.commands.common import add_format_arg, cannot_write, file_arg, usable_preset_path
 from tiersim.cli.commands.measure_fsdp import run_fsdp
+from tiersim.cli.commands.measure_request import in_scenario_terms, request, scenario_request
 from tiersim.config.presets import is_preset_file
 from tiersim.core.errors import InputError, Problem
 from tiersim.core.units import fmt_bytes, fmt_count
@@ -41,6 +42,15 @@ predicted, usable in a scenario as `model: {preset: FILE}` (a path relative to t
 file). A model shrunk with --set model.layers or model.vocab keeps the named model's dimensions
 in the preset (the factor is per layer); one shrunk in any other dimension is written as
 measured, and the file says it is not the named model.
+--scenario FILE (a scenario, or one `tiersim import` wrote; --set applies to it as in `run`)
+takes its model, seq_len, micro-batch, optimizer, compute precision (as --dtype), implementation
+(megatron: tiersim's own modules; huggingface and torchtitan: transformers'), attention kernel,
+ZeRO-3 over data ranks (as --fsdp N, up to 16) and recompute (run with transformers' model, on
+one process or under FSDP2); an option typed beside it wins. What a CPU run cannot honour
+(tensor, pipeline, context and expert splits, FP8, state offloaded from the GPU, GPU-only
+kernels, a precision mix, an optimizer PyTorch lacks) is said on standard error, a note naming
+the key and what is measured instead ([W-MEASURE-INSTEAD]); a generic model (model.parameters)
+is refused.
 """
 
 
@@ -93,6 +103,13 @@ def _training_options(parser: argparse.ArgumentParser) -> None:
         "--model", metavar="PRESET", help="a model preset name (e.g. gpt2) or a model YAML file"
     )
     which.add_argument("--hf-config", metavar="PATH", help="a Hugging Face config.json")
+    which.add_argument(
+        "--scenario",
+        metavar="FILE",
+        help="a scenario file: its model, seq_len, micro-batch, optimizer, precision (as one "
+        "--dtype), implementation, attention kernel, recompute and ZeRO-3 layout (as --fsdp); "
+        "what a CPU run cannot honour said in a note; options typed here win",
+    )
     parser.add_argument(
         "--seq-len",
         type=positive_int,
@@ -102,21 +119,18 @@ def _training_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--micro-batch-size",
         type=positive_int,
-        default=1,
         metavar="SEQUENCES",
         help="sequences per micro-batch (default: 1)",
     )
     parser.add_argument(
         "--optimizer",
         choices=choices.OPTIMIZERS,
-        default=choices.OPTIMIZER_DEFAULT,
         help="optimizer trained with; its state is measured "
         f"(default: {choices.OPTIMIZER_DEFAULT})",
     )
     parser.add_argument(
         "--dtype",
         choices=choices.DTYPES,
-        default="bf16",
         help="precision of weights, gradients, optimizer state and activations (default: bf16)",
     )
 
@@ -134,7 +148,6 @@ def _module_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--attention",
         choices=choices.ATTENTION,
-        default="sdpa",
         help="sdpa: torch's scaled_dot_product_attention (flash kernels); eager (or math): "
         "explicit softmax (default: sdpa)",
     )
@@ -161,7 +174,8 @@ def _run_options(parser: argparse.ArgumentParser) -> None:
         action="append",
         default=[],
         metavar="model.KEY=VALUE",
-        help="override one model dimension, e.g. --set model.layers=2 (repeatable)",
+        help="override one model dimension, e.g. --set model.layers=2 (repeatable); with "
+        "--scenario, any of the scenario's keys, as `run` takes them (PATH=VALUE)",
     )
     add_format_arg(parser)
     parser.add_argument(
@@ -179,48 +193,6 @@ def _run_options(parser: argparse.ArgumentParser) -> None:
         type=file_arg,
         metavar="FILE",
         help="write a model preset YAML with the activation factor (default: none written)",
-    )
-
-
-def implementation(args: argparse.Namespace) -> str:
-    """The modules measured: as typed, else what the other options need (--calibrate's factor
-    and --fsdp's shards are tiersim's own modules), else transformers' model, which the
-    huggingface accounting predicts like with like."""
-    if args.implementation:
-        return args.implementation
-    return "tiersim" if args.calibrate or args.fsdp is not None else "huggingface"
-
-
-def request(args: argparse.Namespace) -> Request:
-    from tiersim.groundtruth.measure import SOURCE, Request
-
-    bad = [o for o in args.overrides if not o.strip().startswith("model.")]
-    if bad:
-        raise InputError(
-            SOURCE,
-            [
-                Problem(
-                    "--set",
-                    f"{o!r}: only model dimensions can be overridden here "
-                    "(model.KEY=VALUE); use the other options for the training shape",
-                    "E-SET",
-                )
-                for o in bad
-            ],
-        )
-    model = {"preset": args.model} if args.model else {"hf_config": args.hf_config}
-    return Request(
-        model=model,
-        seq_len=args.seq_len,
-        micro_batch_size=args.micro_batch_size,
-        optimizer=args.optimizer,
-        dtype=args.dtype,
-        attention=args.attention,
-        device=args.device,
-        implementation=implementation(args),
-        dropout=args.dropout,
-        overrides=tuple(args.overrides),
-        base_dir=Path.cwd(),
     )
 
 
@@ -320,10 +292,12 @@ def notes(m: Measurement, calibrating: bool = False) -> str:
     return "\n".join(f"  - {line}" for line in lines)
 
 
-def _preset_inputs(args: argparse.Namespace) -> list[Path]:
-    """The model file this run reads (a config.json is no .yaml path), which --calibrate must
-    not replace."""
-    return [Path(args.model)] if is_preset_file(args.model) else []
+def _preset_inputs(args: argparse.Namespace, req: Request) -> list[Path]:
+    """The files this run reads (a config.json is no .yaml path), which --calibrate must not
+    replace: the model file, and the scenario file."""
+    preset = req.model.get("preset")
+    found = [req.base_dir / preset] if isinstance(preset, str) and is_preset_file(preset) else []
+    return found + ([Path(args.scenario)] if args.scenario else [])
 
 
 def _write_preset(path: Path, m: Measurement) -> None:
@@ -355,6 +329,8 @@ def run(args: argparse.Namespace) -> int:
     try:
         return _run(args)
     except InputError as exc:
+        if args.scenario:
+            raise in_scenario_terms(exc, args) from None
         if not any(p.path in OPTION_KEYS for p in exc.problems):
             raise
         problems = [
@@ -369,19 +345,21 @@ def _run(args: argparse.Namespace) -> int:
     from tiersim.groundtruth.measure_report import report
     from tiersim.report.json_report import to_json
 
-    req = request(args)
-    if args.calibrate and (args.fsdp is not None or req.implementation == "huggingface"):
+    req, fsdp, said = scenario_request(args) if args.scenario else (request(args), args.fsdp, [])
+    if args.calibrate and (fsdp is not None or req.implementation == "huggingface"):
         why = "huggingface's accounting needs no factor (set training.implementation)"
-        why = "not with --fsdp" if args.fsdp is not None else why
+        why = "not with --fsdp" if fsdp is not None else why
         raise InputError(
             SOURCE, [Problem("--calibrate", f"{why} (expected tiersim's modules)", "E-OPTION")]
         )
-    if args.fsdp is not None:
-        return run_fsdp(req, args.fsdp, args.format)
+    if fsdp is not None:
+        return run_fsdp(req, fsdp, args.format, said)
     preset = Path(args.calibrate) if args.calibrate else None
     if preset:  # before measuring, so a mistake in it costs nothing
-        usable_preset_path("--calibrate", preset, _preset_inputs(args), SOURCE)
+        usable_preset_path("--calibrate", preset, _preset_inputs(args, req), SOURCE)
     prediction_scenario(req)  # its input's mistakes said first, with no stage before them
+    for line in said:  # what the scenario says that is measured otherwise, once found valid
+        print(line, file=sys.stderr)
     stages = Stages("measure", log=True)  # minutes in PyTorch: said meanwhile, a log too
     try:
         stages("importing PyTorch")  # seconds; measure's own import then finds it loaded

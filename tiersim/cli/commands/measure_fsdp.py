@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from tiersim.core.units import fmt_bytes
@@ -62,6 +64,7 @@ def step_table(got: dict[str, Any]) -> str:
     title = (
         f"FSDP2 (fully_shard per layer and root) on {got['world_size']} CPU ranks, gloo, rank 0: "
         f"transformers' model, {c['dtype']}, {optimizer}, seq_len {c['seq_len']} tokens"
+        + (f", recompute {c['recompute']}" if "recompute" in c else "")
     )
     return render(["what", "bytes", "when"], rows, title)
 
@@ -72,7 +75,9 @@ STEP_NOTES = (
 )
 
 
-def run_fsdp(req: Request, world: int, fmt: str) -> int:
+def run_fsdp(req: Request, world: int, fmt: str, said: Sequence[str] = ()) -> int:
+    """`said`: notes on standard error once the request is found valid (before its first
+    stage)."""
     from tiersim.cli.counting import Stages
     from tiersim.groundtruth.measure_hf import measure_fsdp
     from tiersim.report.json_report import to_json
@@ -80,8 +85,15 @@ def run_fsdp(req: Request, world: int, fmt: str) -> int:
     # as `measure` without --fsdp: each stage said by this process (the ranks are silent),
     # on a terminal in place, on a log as it starts and finishes
     stages = Stages("measure", log=True)
+    notes = list(said)
+
+    def told(stage: str) -> None:
+        while notes:
+            print(notes.pop(0), file=sys.stderr)
+        stages(stage)
+
     try:
-        got = measure_fsdp(req, world, stages)
+        got = measure_fsdp(req, world, told)
         stages.finish()
     finally:
         stages.close()
