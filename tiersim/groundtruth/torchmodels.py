@@ -26,7 +26,9 @@ from tiersim.groundtruth.quiet_imports import quiet_imports
 from tiersim.state.model import Transformer
 from tiersim.state.optimizers import optimizer
 
-ATTENTION = ("sdpa", "math")
+# eager: the explicit softmax, as math (the name a scenario's training.attention_kernel and
+# measure's --attention give it: review 2026-12-07-l)
+ATTENTION = ("sdpa", "math", "eager")
 
 
 def _norm(m: Transformer) -> nn.Module:

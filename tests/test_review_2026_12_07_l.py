@@ -1,0 +1,68 @@
+"""Review 2026-12-07 (l): a new user's pass over what landed in 0.23.0 (`import` of an
+Accelerate FSDP config, `measure --scenario`, `plan` under megatron, the expert-overlap
+refusals, the `auto` checkpoint interval's words; docs/review-2026-12-07-l.md). Each test fails
+on the tree before its fix; expected values are worked by hand in each."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tiersim.cli import main
+
+ROOT = Path(__file__).resolve().parent.parent
+
+# GPT-2 style, 2 layers of width 64, 4 heads, f = 256, vocabulary 128, 32 positions, tied
+# embeddings: as tests/test_measure.py's GPT2_TINY
+GPT2_TINY = {
+    "family": "gpt2",
+    "layers": 2,
+    "hidden": 64,
+    "heads": 4,
+    "ffn_hidden": 256,
+    "vocab": 128,
+    "max_positions": 32,
+    "tied_embeddings": True,
+    "qkv_bias": True,
+    "attn_out_bias": True,
+    "mlp_bias": True,
+}
+
+
+def _measure(argv: list[str], capsys) -> dict:
+    assert main([*argv, "--device", "cpu", "--format", "json"]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def test_measure_runs_a_scenario_with_eager_attention_on_tiersims_modules(tmp_path, capsys):
+    """`measure --scenario scenarios/default.yaml` (the shipped demo: `implementation:
+    megatron`, `attention_kernel: eager`) ended in a traceback, "ValueError: attention(='eager')
+    must be one of ('sdpa', 'math')": tiersim's own modules called their explicit softmax
+    `math` only, though --help says "eager (or math)"."""
+    pytest.importorskip("torch", reason="tiersim measure needs PyTorch (the `measure` extra)")
+    precision = {"weights": "bf16", "gradients": "bf16", "master": "none", "optimizer": "bf16"}
+    raw = {
+        "name": "m",
+        "model": GPT2_TINY,
+        "training": {
+            "implementation": "megatron",
+            "attention_kernel": "eager",
+            "seq_len": 16,
+            "precision": precision,
+        },
+    }
+    path = tmp_path / "s.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    got = _measure(["measure", "--scenario", str(path)], capsys)
+    assert got["configuration"]["implementation"] == "tiersim"
+    # parameters by hand: embeddings 128 x 64 + positions 32 x 64 = 10,240; a layer's two
+    # LayerNorms 2 x 128, QKV 64 x 192 + 192, out 64 x 64 + 64, MLP 64 x 256 + 256 + 256 x 64
+    # + 64: 256 + 12,480 + 4,160 + 33,088 = 49,984, x 2 layers = 99,968; final LayerNorm 128:
+    # 110,336 parameters, 2 bytes each in bf16
+    assert got["classes"]["weights"]["measured_bytes"] == 2 * 110_336
+    # eager is math's explicit softmax: the same saved activations as --attention math
+    math = _measure(["measure", "--scenario", str(path), "--attention", "math"], capsys)
+    assert got["activations"]["per_layer_bytes"] == math["activations"]["per_layer_bytes"]
