@@ -41,7 +41,7 @@ REFUSED = [
     ),
     (
         {"training": {"precision": {"weights": "fp32"}}},
-        "training.precision",
+        "training.precision.weights",
         "only supported with bf16 or fp16",
     ),
     ({"model": {"mtp_layers": 2}}, "model.mtp_layers", "MTP layernum only supports 1"),

@@ -66,3 +66,19 @@ def test_measure_runs_a_scenario_with_eager_attention_on_tiersims_modules(tmp_pa
     # eager is math's explicit softmax: the same saved activations as --attention math
     math = _measure(["measure", "--scenario", str(path), "--attention", "math"], capsys)
     assert got["activations"]["per_layer_bytes"] == math["activations"]["per_layer_bytes"]
+
+
+def test_the_expert_overlaps_precision_refusal_names_the_key_that_set_it():
+    """Under `framework: megatron` with `parallel.overlap_expert_comm`, an fp32 compute was
+    refused at `training.precision`, a section of five keys, whichever of them set it."""
+    from engine_helpers import merge
+    from test_expert_overlap_checks import ACCEPTED, _problems
+
+    for precision, key in (
+        ({"compute": "fp32"}, "training.precision.compute"),
+        # no compute key: the compute precision is the weights' (fp32 here)
+        ({"weights": "fp32"}, "training.precision.weights"),
+    ):
+        got = _problems(merge(ACCEPTED, {"training": {"precision": precision}}))
+        assert [(path, code) for path, code, _ in got] == [(key, "E-CONFLICT")]
+        assert "'only supported with bf16 or fp16 model'" in got[0][2]

@@ -110,7 +110,9 @@ def expert_overlap_problems(s: Scenario) -> list[Problem]:
     if precision not in ("bf16", "fp16"):
         reason = "'only supported with bf16 or fp16 model'"
         instead = "training.precision.compute: bf16 (or fp16)"
-        problems.append(_conflict("training.precision", precision, reason, instead))
+        # the key that set it: compute, else the weights' precision it defaults to
+        key = "compute" if tr.precision.compute else "weights"
+        problems.append(_conflict(f"training.precision.{key}", precision, reason, instead))
     if s.model.mtp_layers > 1:
         reason = "'MTP layernum only supports 1'"
         what = str(s.model.mtp_layers)
