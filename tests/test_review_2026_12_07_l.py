@@ -82,3 +82,24 @@ def test_the_expert_overlaps_precision_refusal_names_the_key_that_set_it():
         got = _problems(merge(ACCEPTED, {"training": {"precision": precision}}))
         assert [(path, code) for path, code, _ in got] == [(key, "E-CONFLICT")]
         assert "'only supported with bf16 or fp16 model'" in got[0][2]
+
+
+def test_an_accelerate_configs_reduce_dtype_note_speaks_of_accelerate(tmp_path, capsys):
+    """`import` of an Accelerate FSDP config with `mixed_precision: bf16` noted "gradients
+    reduced in bf16 (training.precision.gradients, as torchtitan's mixed_precision_reduce is
+    read)": a key of another framework's file, which the user never wrote."""
+    cfg = {"distributed_type": "FSDP", "mixed_precision": "bf16", "num_processes": 8}
+    path = tmp_path / "acc.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    hf = ROOT / "tests" / "fixtures" / "llama-3-8b.config.json"
+    out = tmp_path / "s.yaml"
+    assert main(["import", str(path), "--hf-config", str(hf), "--out", str(out)]) == 0
+    err = capsys.readouterr().err
+    said = [line for line in err.splitlines() if ": mixed_precision: " in line]
+    assert said == [
+        f"note: {path}: mixed_precision: bf16: gradients reduced in bf16 "
+        "(training.precision.gradients: the plugin's set_mixed_precision makes the reduce "
+        "dtype the mixed precision's); FSDP keeps each reduced shard in the parameters' fp32, "
+        "which tiersim counts at 2 bytes a value [W-IMPORT-ASSUMED]"
+    ]
+    assert "torchtitan" not in err

@@ -144,9 +144,10 @@ def _precision(out: Mapped, value: Any) -> None:
     out.put("training.precision.gradients", dtype, said)
     if mode != "no":  # FSDP2's foreach_reduce: `_to_dtype_if_needed(reduce_output, orig_dtype)`
         why = (
-            f"{mode}: gradients reduced in {dtype} (training.precision.gradients, as torchtitan's "
-            "mixed_precision_reduce is read); FSDP keeps each reduced shard in the parameters' "
-            "fp32, which tiersim counts at 2 bytes a value"
+            f"{mode}: gradients reduced in {dtype} (training.precision.gradients: the "
+            "plugin's set_mixed_precision makes the reduce dtype the mixed precision's); FSDP "
+            "keeps each reduced shard in the parameters' fp32, which tiersim counts at 2 bytes "
+            "a value"
         )
         out.note(where, why)
     if mode == "fp8":
