@@ -103,3 +103,44 @@ def test_an_accelerate_configs_reduce_dtype_note_speaks_of_accelerate(tmp_path, 
         "which tiersim counts at 2 bytes a value [W-IMPORT-ASSUMED]"
     ]
     assert "torchtitan" not in err
+
+
+@pytest.mark.parametrize(
+    "cfg, said",
+    [
+        # ZeRO stage 2 without offload_optimizer
+        (
+            {"fp16": {"enabled": True, "fp16_master_weights_and_grads": True},
+             "zero_optimization": {"stage": 2}},
+            "fp16.fp16_master_weights_and_grads: true without zero_optimization."
+            "offload_optimizer (DeepSpeed asserts 'Master weights feature requires ZeRO-2 "
+            "Offload with DeepSpeedCPUAdam'; expected zero_optimization.offload_optimizer "
+            "(device cpu or nvme) beside it, or false)",
+        ),
+        # no zero_optimization section: stage 0
+        (
+            {"fp16": {"enabled": True, "fp16_master_weights_and_grads": True}},
+            "fp16.fp16_master_weights_and_grads: true at ZeRO stage 0 (DeepSpeed asserts it "
+            "'is only supported with ZeRO Stage 1, 2, or 3'; expected zero_optimization.stage "
+            "1, 2 or 3, or false)",
+        ),
+        # bf16 optimizer states without the bf16 master
+        (
+            {"bf16": {"enabled": True, "bf16_optimizer_states": True},
+             "zero_optimization": {"stage": 2}},
+            "bf16.bf16_optimizer_states: true (DeepSpeed asserts it 'requires "
+            "bf16_master_weights_and_grads to be enabled'; expected "
+            "bf16.bf16_master_weights_and_grads: true beside it, or false)",
+        ),
+    ],
+)  # fmt: skip
+def test_deepspeeds_low_precision_master_refusals_say_what_to_write(tmp_path, capsys, cfg, said):
+    """DeepSpeed's fp16/bf16 master refused where DeepSpeed asserts: exit 2 quoting the
+    assertion, with no "expected" (what the user may write instead) as every other refusal
+    has."""
+    path = tmp_path / "ds.json"
+    path.write_text(json.dumps({"train_micro_batch_size_per_gpu": 1, **cfg}))
+    hf = ROOT / "tests" / "fixtures" / "gpt2.config.json"
+    assert main(["import", str(path), "--hf-config", str(hf)]) == 2
+    err = capsys.readouterr().err
+    assert f"{path}: {said} [E-IMPORT-VALUE]" in err

@@ -43,7 +43,10 @@ def low_precision_master(out: Mapped, cfg: dict[str, Any]) -> None:
     master = [w for w, v in on.items() if v and w.endswith("master_weights_and_grads")]
     states = [w for w, v in on.items() if v and w.endswith("bf16_optimizer_states")]
     if states and not any("bf16_master" in w for w in master):
-        why = "true (DeepSpeed asserts it 'requires bf16_master_weights_and_grads to be enabled')"
+        why = (
+            "true (DeepSpeed asserts it 'requires bf16_master_weights_and_grads to be enabled'; "
+            "expected bf16.bf16_master_weights_and_grads: true beside it, or false)"
+        )
         raise ValueProblem(states[0], why)
     if not master:
         return
@@ -51,13 +54,17 @@ def low_precision_master(out: Mapped, cfg: dict[str, Any]) -> None:
     stage = out.values.get("parallel.zero_stage", 0)
     if stage == 0:
         said = "is only supported with ZeRO Stage 1, 2, or 3"
-        why = f"true at ZeRO stage 0 (DeepSpeed asserts it '{said}')"
+        why = (
+            f"true at ZeRO stage 0 (DeepSpeed asserts it '{said}'; expected "
+            "zero_optimization.stage 1, 2 or 3, or false)"
+        )
         raise ValueProblem(where, why)
     offloaded = out.values.get("placement.optimizer_compute") == "cpu"
     if not offloaded and (where.startswith("fp16") or not states):
         why = (
             f"true without zero_optimization.offload_optimizer (DeepSpeed asserts 'Master "
-            f"weights feature requires ZeRO-{stage} Offload with DeepSpeedCPUAdam')"
+            f"weights feature requires ZeRO-{stage} Offload with DeepSpeedCPUAdam'; expected "
+            "zero_optimization.offload_optimizer (device cpu or nvme) beside it, or false)"
         )
         raise ValueProblem(where, why)
     if offloaded:
