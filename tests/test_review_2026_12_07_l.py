@@ -144,3 +144,23 @@ def test_deepspeeds_low_precision_master_refusals_say_what_to_write(tmp_path, ca
     assert main(["import", str(path), "--hf-config", str(hf)]) == 2
     err = capsys.readouterr().err
     assert f"{path}: {said} [E-IMPORT-VALUE]" in err
+
+
+def test_plans_help_says_what_the_default_space_leaves_out_and_the_spare_line(capsys):
+    """`plan --help` listed the default space's keys as if every scenario searched them all,
+    though under `training.framework: megatron` the homes and the optimizer's site are left
+    out (the header's `left out:`), and said nothing of each plan's `spare:` line and its
+    THIN mark (1.61 GB: 16 x 2 x 6 MiB x 8 = 1,610,612,736 B)."""
+    with pytest.raises(SystemExit) as done:
+        main(["plan", "--help"])
+    assert done.value.code == 0
+    text = " ".join(capsys.readouterr().out.split())  # argparse's wrapping undone
+    assert (
+        "less what the scenario refuses for every candidate, named after `left out:` in the "
+        "header: under training.framework: megatron every class's home and the optimizer's "
+        "site)" in text
+    )
+    assert (
+        "the GPU memory each has to spare at its simulated peak (`spare:`, marked THIN under "
+        "1.61 GB, memory the model does not count)" in text
+    )
