@@ -164,3 +164,29 @@ def test_plans_help_says_what_the_default_space_leaves_out_and_the_spare_line(ca
         "the GPU memory each has to spare at its simulated peak (`spare:`, marked THIN under "
         "1.61 GB, memory the model does not count)" in text
     )
+
+
+def test_an_accelerate_ddp_configs_gradients_stay_fp32_under_autocast(tmp_path, capsys):
+    """`distributed_type: MULTI_GPU` (DDP) with `mixed_precision: bf16` was imported with bf16
+    gradients, as FSDP's mixed-precision policy reduces them; DDP has no such policy:
+    Accelerate wraps the forward in autocast (accelerator.py `native_amp`), the parameters stay
+    fp32 and so do their gradients and the all-reduce."""
+    cfg = {"distributed_type": "MULTI_GPU", "mixed_precision": "bf16", "num_processes": 8}
+    path = tmp_path / "acc.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    hf = ROOT / "tests" / "fixtures" / "gpt2.config.json"
+    out = tmp_path / "s.yaml"
+    assert main(["import", str(path), "--hf-config", str(hf), "--out", str(out)]) == 0
+    assert "autocast around the forward" in capsys.readouterr().err
+    from tiersim import api
+    from tiersim.state.inventory import build_inventory
+    from tiersim.state.resolved import resolve
+
+    s = api.load(out).scenario
+    p = s.training.precision
+    assert (p.weights, p.compute, p.gradients) == ("fp32", "bf16", "fp32")
+    # GPT-2 small, tied: 50,257 x 768 + 1,024 x 768 = 39,383,808; 12 layers of 12 x 768^2 +
+    # 13 x 768 = 7,087,872 (85,054,464); final LayerNorm 1,536: 124,439,808 parameters, their
+    # gradients 4 bytes each on every DDP rank (bf16 before: 248,879,616 B)
+    inv = build_inventory(resolve(s))
+    assert inv.per_gpu["gradients"] == 4 * 124_439_808

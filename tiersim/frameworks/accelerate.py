@@ -85,7 +85,7 @@ def read_accelerate(cfg: dict[str, Any], source: str) -> Mapped:
         raise ValueProblem("distributed_type", why)
     _implementation(out)
     _processes(out, cfg)
-    _precision(out, cfg.get("mixed_precision"))
+    _precision(out, cfg.get("mixed_precision"), kind == "FSDP")
     if kind == "FSDP":
         _fsdp(out, table("fsdp_config", cfg.get("fsdp_config") or {}))
     else:  # DDP: each GPU holds the whole model, its gradients and optimizer state
@@ -130,10 +130,12 @@ def _processes(out: Mapped, cfg: dict[str, Any]) -> None:
     out.facts["world_by"] = "the world size its num_processes gives"
 
 
-def _precision(out: Mapped, value: Any) -> None:
+def _precision(out: Mapped, value: Any, fsdp: bool) -> None:
     """mixed_precision (absent: "no", launch.py) under FSDP: fp32 parameters sharded (the
     master itself), computed and reduced in the mixed precision's dtype (set_mixed_precision:
-    param_dtype = reduce_dtype; fp8 is bf16 there, its FP8 GEMMs the fp8_config's)."""
+    param_dtype = reduce_dtype; fp8 is bf16 there, its FP8 GEMMs the fp8_config's). Under DDP
+    (MULTI_GPU, NO) the mixed precision is autocast's (accelerator.py `native_amp`): the fp32
+    parameters' gradients are fp32 and all-reduced so."""
     where = "mixed_precision"
     mode = "no" if value is None else text(where, value, _PRECISIONS)
     dtype = {"no": "fp32", "fp16": "fp16", "bf16": "bf16", "fp8": "bf16"}[mode]
@@ -141,8 +143,20 @@ def _precision(out: Mapped, value: Any) -> None:
     out.put("training.precision.weights", "fp32", said)
     out.put("training.precision.master", "none", said)
     out.put("training.precision.compute", dtype, said)
-    out.put("training.precision.gradients", dtype, said)
-    if mode != "no":  # FSDP2's foreach_reduce: `_to_dtype_if_needed(reduce_output, orig_dtype)`
+    if not fsdp:
+        out.put("training.precision.gradients", "fp32", said)
+        if mode != "no":
+            why = (
+                f"{mode}: autocast around the forward (DDP: no FSDP policy): the parameters "
+                "and their gradients stay fp32, all-reduced in fp32 (training.precision."
+                "gradients: fp32)"
+            )
+            out.note(where, why)
+    else:
+        out.put("training.precision.gradients", dtype, said)
+    if (
+        fsdp and mode != "no"
+    ):  # FSDP2's foreach_reduce: `_to_dtype_if_needed(reduce_output, orig_dtype)`
         why = (
             f"{mode}: gradients reduced in {dtype} (training.precision.gradients: the "
             "plugin's set_mixed_precision makes the reduce dtype the mixed precision's); FSDP "
