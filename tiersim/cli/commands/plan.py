@@ -22,27 +22,32 @@ from tiersim.plan import OBJECTIVES
 EXIT_ABORTED = 1
 
 
+DESCRIPTION = (
+    "Search the choices the scenario leaves open (its plan: section, key path "
+    "-> values; by default each class's home tier, where the optimizer runs, the ZeRO "
+    "stage, recompute, the micro-batch size at the same batch per GPU, prefetch depth, and "
+    "the checkpoint interval where failures are modelled; less what the scenario refuses "
+    "for every candidate, named after `left out:` in the header: under "
+    "training.framework: megatron every class's home and the optimizer's site). That "
+    "default crosses every "
+    "key, so it is large (294,912 candidates for scenarios/default.yaml): a space over "
+    "20,000 is checked on the workers and only the candidates whose bounds could reach "
+    "the answer are simulated; one over 500,000 is refused, with a plan: section to "
+    "start from (list only the keys and values to consider). A plan: "
+    "value wrong on its own, or listed twice, is refused. Candidates whose resident state "
+    "does not fit a tier are never simulated; the rest run in parallel, and the best K that "
+    "fit every tier and hold every wear budget are reported with the --set overrides that "
+    "reproduce them, what binds them, the GPU memory each has to spare at its simulated "
+    "peak (`spare:`, marked THIN under 1.61 GB, memory the model does not count), and "
+    "whether HBF can hold optimizer state."
+)
+
+
 def add_parser(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser(
         "plan",
         help="search placements and training choices for the best that fit and hold budgets",
-        description="Search the choices the scenario leaves open (its plan: section, key path "
-        "-> values; by default each class's home tier, where the optimizer runs, the ZeRO "
-        "stage, recompute, the micro-batch size at the same batch per GPU, prefetch depth, and "
-        "the checkpoint interval where failures are modelled; less what the scenario refuses "
-        "for every candidate, named after `left out:` in the header: under "
-        "training.framework: megatron every class's home and the optimizer's site). That "
-        "default crosses every "
-        "key, so it is large (294,912 candidates for scenarios/default.yaml): a space over "
-        "20,000 is checked on the workers and only the candidates whose bounds could reach "
-        "the answer are simulated; one over 500,000 is refused, with a plan: section to "
-        "start from (list only the keys and values to consider). A plan: "
-        "value wrong on its own, or listed twice, is refused. Candidates whose resident state "
-        "does not fit a tier are never simulated; the rest run in parallel, and the best K that "
-        "fit every tier and hold every wear budget are reported with the --set overrides that "
-        "reproduce them, what binds them, the GPU memory each has to spare at its simulated "
-        "peak (`spare:`, marked THIN under 1.61 GB, memory the model does not count), and "
-        "whether HBF can hold optimizer state.",
+        description=DESCRIPTION,
     )
     parser.add_argument("scenario", metavar="SCENARIO.yaml", help="scenario file")
     parser.add_argument(
