@@ -76,6 +76,7 @@ LONGEST = {
     "test_checkpoint_apart.py": 6.6,
     "test_plan_screening.py": 6.2,
     "test_plan.py": 5.8,
+    "test_review_2026_12_07_l.py": 5.7,  # 5.6 s of it PyTorch's import and a tiny training
     "test_sweep_early_signals.py": 5.5,
     "test_layout.py": 5.3,
     "test_cost.py": 5.3,
