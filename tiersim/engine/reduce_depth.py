@@ -53,13 +53,13 @@ def in_flight_bound(c: Context) -> int | None:
 class InFlight:
     """The overlapped reductions issued and not yet waited for, oldest first."""
 
-    __slots__ = ("depth", "issued")
+    __slots__ = ("depth", "issued", "step")
 
-    def __init__(self, depth: int | None, issued: list[int] | None = None):
-        self.depth, self.issued = depth, issued or []
+    def __init__(self, depth: int | None, issued: list[int] | None = None, step: int = -1):
+        self.depth, self.issued, self.step = depth, issued or [], step
 
     def fork(self) -> InFlight:
-        return InFlight(self.depth, list(self.issued))
+        return InFlight(self.depth, list(self.issued), self.step)
 
     def issue(self, ops, reduction: int | None, step: int, name: str) -> None:
         """`reduction` issued (None: none, or one that frees no buffer, ZeRO-0/1's): beyond
@@ -67,6 +67,14 @@ class InFlight:
         after on the stream, the next backward, waits too)."""
         if self.depth is None or reduction is None:
             return
+        if step != self.step:
+            # a step's backward ends waiting for all its reductions (FSDP2's
+            # _fsdp_state.py `_root_post_backward_final_callback` waits for the last
+            # reduce-scatter's event; the update needs every reduced shard): none is left
+            # running into the next step, whose ops then wait on nothing of the step before
+            # (engine/step_after_copy.py takes such a step as its plain twin)
+            self.issued.clear()
+            self.step = step
         self.issued.append(reduction)
         if len(self.issued) > self.depth:
             earlier = self.issued[-1 - self.depth]
