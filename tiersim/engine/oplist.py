@@ -173,8 +173,10 @@ class OpList:
         deps: list[int | None],
         kind: OpKind = OpKind.COMM,
         alloc: list | None = None,
+        free: tuple = (),
     ) -> int | None:
-        """A collective as a network flow; "sync" ones block the GPU stream."""
+        """A collective as a network flow; "sync" ones block the GPU stream (`free`: what it
+        frees when it ends, as `free_after` on it would)."""
         if c is None:
             return None
         # Op's fields in order (kind, role, what, step, deps, duration, nbytes, src, dst, alloc,
@@ -190,7 +192,7 @@ class OpList:
             "",
             "",
             alloc or (),
-            (),
+            free,
             c.resource,
             c.latency_s,
             c.group,

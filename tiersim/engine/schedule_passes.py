@@ -30,7 +30,8 @@ GPU, SYNC = OpKind.GPU, OpKind.SYNC
 FORWARD, RECOMPUTE, BACKWARD = Role.FORWARD, Role.RECOMPUTE, Role.BACKWARD
 FACTS = (  # what TrainingPasses.__init__ works out from the context, never changed after
     "c units alone first_stage homes is_streamed keeps offloads reads_back scatters gradients_stay "
-    "last_microbatch forward_alloc backward_alloc in_stream host_adds blocking_out reduce_kind once"
+    "last_microbatch forward_alloc backward_alloc in_stream host_adds blocking_out reduce_kind "
+    "once release_free backward_free"
 )
 
 
@@ -75,6 +76,9 @@ class TrainingPasses:
         # each unit's GPU memory taken and given back by its forward and backward, one tuple
         # shared by every micro-batch's op (a changed op gets a new one: `OpList.free_after`)
         self.forward_alloc = [self._held(u.activations) for u in c.wl.units]
+        # streamed weights freed after a use (`release_weights`), in its forward's (backward's) free
+        self.release_free = [((gpu, u.weights_full),) for u in c.wl.units]
+        self.backward_free = [(*self.forward_alloc[i], *r) for i, r in enumerate(self.release_free)]
         self.backward_alloc = [
             self._held(u.gradients_full if self._gradients_leave(i) else 0)
             for i, u in enumerate(c.wl.units)
@@ -144,12 +148,13 @@ class TrainingPasses:
             self.swap.fetched(op)
             return op, False
         label = ("fetch weights shard {} {} mb{}", unit.name, tag, mb)
-        shard = self.ops.move("weights", label, step, home, self.c.gpu, nbytes, gate)
+        gpu = self.c.gpu
+        shard = self.ops.move("weights", label, step, home, gpu, nbytes, gate)
+        # the shard freed once gathered: built into the new op (`free_after` on it, unshared)
+        free = ((gpu, unit.homed["weights"]),) if shard is not None else ()
         gather = self.ops.net(
-            unit.dp_weights, step, [shard, *gate], alloc=[(self.c.gpu, unit.weights_full)]
+            unit.dp_weights, step, [shard, *gate], alloc=[(gpu, unit.weights_full)], free=free
         )
-        if shard is not None:
-            self.ops.free_after(gather, self.c.gpu, unit.homed["weights"])
         self.swap.fetched(gather if gather is not None else shard)
         return gather, False
 
@@ -197,23 +202,14 @@ class TrainingPasses:
             w, held = self.ready.weights[u], False
         # the first layer's input comes through the embedding, held in the stage's rest unit
         embedding = self.ready.weights[-1] if u == 0 and self.first_stage else None
-        # Op's first fields in order (`OpList.net`): kind, role, what, step, deps, duration,
-        # nbytes, src, dst, alloc
-        op = ops.add(
-            Op(
-                GPU,
-                FORWARD,
-                ("forward {} mb{}", unit.name, mb),
-                step,
-                (w, embedding),
-                unit.forward_s,
-                0,
-                "",
-                "",
-                self.forward_alloc[u],
-            )
-        )
-        if self.is_streamed[u] and not self.keeps[u]:
+        release = self.is_streamed[u] and not self.keeps[u]  # (`release_weights`, but held)
+        # Op's fields in order (`OpList.net`): kind, role, what, step, deps, duration, nbytes,
+        # src, dst, alloc, free
+        label, alloc = ("forward {} mb{}", unit.name, mb), self.forward_alloc[u]
+        free = self.release_free[u] if release and not held else ()
+        deps, duration = (w, embedding), unit.forward_s
+        op = ops.add(Op(GPU, FORWARD, label, step, deps, duration, 0, "", "", alloc, free))
+        if release and held:
             self.release_weights(u, held, op)
         self.uses.append(op)  # the use ends here (inline: a call per op costs)
         self.use_units.append(u)
@@ -269,9 +265,10 @@ class TrainingPasses:
         # frees the forward's activations, as `free_after` would; deps mostly a pair (`OpList.add`)
         label = ("backward {} mb{}", unit.name, mb)
         deps = (w, op) if acts is None and grad_read is None else (w, acts, grad_read, op)
-        alloc, free = self.backward_alloc[u], self.forward_alloc[u]
+        alloc = self.backward_alloc[u]  # free: the weights too, if streamed and not held
+        free = self.backward_free[u] if streamed and not held else self.forward_alloc[u]
         op = ops.add(Op(GPU, BACKWARD, label, step, deps, unit.backward_s, 0, "", "", alloc, free))
-        if streamed:
+        if streamed and held:
             self.release_weights(u, held, op)
         elif self.keeps[u]:
             self._reshard_kept(u, op)
