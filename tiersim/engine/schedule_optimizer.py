@@ -290,21 +290,25 @@ class OptimizerStep:
         unit = self.c.wl.units[f.u]
         guard = self.ready.snapshot_guard.pop(f.u, [])  # a checkpoint still reading this version
         on_gpu = self.on_gpu
-        op = self.ops.add(
-            Op(  # Op's first fields in order: kind, role, what, step, deps, duration
-                OpKind.GPU if on_gpu else OpKind.CPU,
+        # the staged gradients, then what else the gradients held, freed after it (as
+        # `free_after` on the new op would)
+        staged = ((self.c.opt_at, f.staged_bytes),) if f.grads is not None else ()
+        free = (*staged, f.frees) if f.frees is not None else staged
+        return self.ops.add(
+            Op(  # Op's first fields in order: kind, role, what, step, deps, duration, nbytes,
+                OpKind.GPU if on_gpu else OpKind.CPU,  # src, dst, alloc, free
                 Role.OPTIMIZER,
                 ("optimizer {}", unit.name),
                 step,
                 [*f.final, bubble, *tile_in, *guard],
                 unit.optimizer_gpu_s if on_gpu else unit.optimizer_cpu_s,
+                0,
+                "",
+                "",
+                (),
+                free,
             )
         )
-        if f.grads is not None:
-            self.ops.free_after(op, self.c.opt_at, f.staged_bytes)
-        if f.frees is not None:
-            self.ops.free_after(op, *f.frees)
-        return op
 
     def _write_unit(self, f: _Fetched, step: int, tile_done: int, updated: int) -> list:
         """The unit's updated state home once its tile's update is done (`tile_done`), its new

@@ -343,15 +343,14 @@ class TrainingPasses:
         sharded, else after the last), then write what this GPU keeps to its home."""
         unit, gpu, home = self.units[u], self.c.gpu, self.homes[u]["gradients"]
         last = mb == self.last_microbatch
-        scatters = self.scatters[u]
+        scatters, stay = self.scatters[u], self.gradients_stay[u] or (self.once and not last)
         done = bwd
-        if scatters or last:
-            reduced = self.ops.net(unit.dp_gradients, step, (bwd,), kind=self.reduce_kind)
+        if scatters or last:  # scattered and held (ZeRO-1's): the buffer freed by the reduction
+            free = ((gpu, unit.gradients_full),) if scatters and stay else ()
+            reduced = self.ops.net(unit.dp_gradients, step, (bwd,), self.reduce_kind, free=free)
             done = reduced if reduced is not None else bwd
             self.in_flight.issue(self.ops, reduced if scatters else None, step, unit.name)
-        if self.gradients_stay[u] or (self.once and not last):  # DeepSpeed ZeRO-1's: held
-            if scatters:
-                self.ops.free_after(done, gpu, unit.gradients_full)
+        if stay:  # DeepSpeed ZeRO-1's: held
             self.ready.gradients[u] = done
             return None
         op = self.ops.move(
