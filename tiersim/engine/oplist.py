@@ -203,4 +203,4 @@ class OpList:
         self, label: str | tuple, step: int, deps: list[int], role: Role = Role.CHECKPOINT
     ) -> int:
         """The GPU stream waits here until `deps` are done."""
-        return self.add(Op(OpKind.IDLE, role, label, step, list(deps)))
+        return self.add(Op(OpKind.IDLE, role, label, step, tuple(deps)))

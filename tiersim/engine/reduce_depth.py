@@ -79,5 +79,5 @@ class InFlight:
         if len(self.issued) > self.depth:
             earlier = self.issued[-1 - self.depth]
             label = ("wait for gradient reduction before {}", name)
-            ops.barrier(label, step, [earlier], Role.COLLECTIVE)
+            ops.barrier(label, step, (earlier,), Role.COLLECTIVE)
             del self.issued[: len(self.issued) - self.depth]

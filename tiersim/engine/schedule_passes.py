@@ -141,7 +141,8 @@ class TrainingPasses:
         nbytes = unit.weights_full if whole else unit.homed["weights"]
         # DeepSpeed reads a partition from NVMe a use ahead of the rest (engine/param_swap.py)
         home, swapped = self.swap.source(self.ops, u, step, (tag, mb), nbytes, ready, self.uses)
-        gate = [ready, self.prefetch_gate(), *swapped]
+        uses, back = self.uses, self.c.depth + 1  # `prefetch_gate`, inline (a call per fetch)
+        gate = [ready, uses[-back] if len(uses) >= back else None, *swapped]
         if whole:
             label = ("fetch weights {} {} mb{}", unit.name, tag, mb)
             op = self.ops.move("weights", label, step, home, self.c.gpu, nbytes, gate)
