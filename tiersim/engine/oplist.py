@@ -14,7 +14,8 @@ from tiersim.engine.schedule_shared import materialize
 from tiersim.state.classes import BY_NAME
 from tiersim.workload.comms import Comm
 
-MOVE = OpKind.MOVE
+# enum members read once: a member read is a Python call in CPython 3.11 (speed.md, 33rd round)
+MOVE, IDLE, COLLECTIVE = OpKind.MOVE, OpKind.IDLE, Role.COLLECTIVE
 
 
 class OpList:
@@ -161,9 +162,7 @@ class OpList:
             return None
         alloc = ((dst, nbytes),) if alloc_dst else ()
         # Op's fields in order, as in `net`
-        op = Op(
-            OpKind.MOVE, role, label, step, deps, 0.0, nbytes, src, dst, alloc, (), None, 0.0, cls
-        )
+        op = Op(MOVE, role, label, step, deps, 0.0, nbytes, src, dst, alloc, (), None, 0.0, cls)
         return self.add(op)
 
     def net(
@@ -183,7 +182,7 @@ class OpList:
         # free, resource, latency, subject): keywords cost a third of an Op's construction
         op = Op(
             kind,
-            Role.COLLECTIVE,
+            COLLECTIVE,
             c.name,
             step,
             deps,
@@ -203,4 +202,4 @@ class OpList:
         self, label: str | tuple, step: int, deps: list[int], role: Role = Role.CHECKPOINT
     ) -> int:
         """The GPU stream waits here until `deps` are done."""
-        return self.add(Op(OpKind.IDLE, role, label, step, tuple(deps)))
+        return self.add(Op(IDLE, role, label, step, tuple(deps)))

@@ -36,6 +36,8 @@ from __future__ import annotations
 from tiersim.engine.ops import Role
 from tiersim.engine.phases import Context
 
+COLLECTIVE = Role.COLLECTIVE  # read once: an enum member read is a Python call (CPython 3.11)
+
 
 def in_flight_bound(c: Context) -> int | None:
     """Reductions running once one is issued, itself included (0: the GPU waits for it at
@@ -79,5 +81,5 @@ class InFlight:
         if len(self.issued) > self.depth:
             earlier = self.issued[-1 - self.depth]
             label = ("wait for gradient reduction before {}", name)
-            ops.barrier(label, step, (earlier,), Role.COLLECTIVE)
+            ops.barrier(label, step, (earlier,), COLLECTIVE)
             del self.issued[: len(self.issued) - self.depth]
