@@ -58,6 +58,8 @@ _RUNS_AS = operator.attrgetter(
     "kind", "duration", "nbytes", "src", "dst", "alloc", "free", "resource", "latency"
 )
 _DEPS, _STEP = operator.attrgetter("deps"), operator.attrgetter("step")
+# read once: an enum member read is a Python call in CPython 3.11 (speed.md, 33rd round)
+_CHECKPOINT, _MOVE = Role.CHECKPOINT, OpKind.MOVE
 
 
 @record
@@ -85,7 +87,7 @@ class NextStep:
         first = next((i for i in range(n, len(ops)) if ops[i].step == 1), None)
         if first is None or first == n or len(ops) - first != n:
             return None
-        if any(op.role is not Role.CHECKPOINT or op.step != 0 for op in ops[n:first]):
+        if any(op.role is not _CHECKPOINT or op.step != 0 for op in ops[n:first]):
             return None
         if ops[first - 1].kind.stream != "gpu":
             return None  # no barrier on the GPU stream before the next step
@@ -116,7 +118,7 @@ class NextStep:
             return None
         step_s = prior.log.end[n - 1]  # the plain step's end (its last op ended last)
         mine = of_role(self.head.ops, log, Role.CHECKPOINT)
-        moves = [(s, e) for op, s, e in zip(*mine, strict=True) if op.kind is OpKind.MOVE]
+        moves = [(s, e) for op, s, e in zip(*mine, strict=True) if op.kind is _MOVE]
         # from the barrier the copy waits at (durable's write: checkpoint_rows.states_fixed)
         first, durable = min(s for s, _ in moves), max(e for _, e in moves)
         write_s = durable - states_fixed(self.head.ops, log.end, mine[0]).get(0, first)
