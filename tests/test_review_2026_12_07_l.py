@@ -10,26 +10,11 @@ from pathlib import Path
 
 import pytest
 import yaml
+from test_measure import GPT2_TINY  # GPT-2 style, 2 layers of width 64, 4 heads
 
 from tiersim.cli import main
 
 ROOT = Path(__file__).resolve().parent.parent
-
-# GPT-2 style, 2 layers of width 64, 4 heads, f = 256, vocabulary 128, 32 positions, tied
-# embeddings: as tests/test_measure.py's GPT2_TINY
-GPT2_TINY = {
-    "family": "gpt2",
-    "layers": 2,
-    "hidden": 64,
-    "heads": 4,
-    "ffn_hidden": 256,
-    "vocab": 128,
-    "max_positions": 32,
-    "tied_embeddings": True,
-    "qkv_bias": True,
-    "attn_out_bias": True,
-    "mlp_bias": True,
-}
 
 
 def _measure(argv: list[str], capsys) -> dict:
