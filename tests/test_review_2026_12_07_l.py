@@ -69,16 +69,21 @@ def test_the_expert_overlaps_precision_refusal_names_the_key_that_set_it():
         assert "'only supported with bf16 or fp16 model'" in got[0][2]
 
 
+def _import_accelerate(cfg: dict, hf_fixture: str, tmp_path) -> tuple[Path, Path]:
+    """`tiersim import` of an Accelerate config `cfg` with a model fixture: (config, scenario)."""
+    path, out = tmp_path / "acc.yaml", tmp_path / "s.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    hf = ROOT / "tests" / "fixtures" / hf_fixture
+    assert main(["import", str(path), "--hf-config", str(hf), "--out", str(out)]) == 0
+    return path, out
+
+
 def test_an_accelerate_configs_reduce_dtype_note_speaks_of_accelerate(tmp_path, capsys):
     """`import` of an Accelerate FSDP config with `mixed_precision: bf16` noted "gradients
     reduced in bf16 (training.precision.gradients, as torchtitan's mixed_precision_reduce is
     read)": a key of another framework's file, which the user never wrote."""
     cfg = {"distributed_type": "FSDP", "mixed_precision": "bf16", "num_processes": 8}
-    path = tmp_path / "acc.yaml"
-    path.write_text(yaml.safe_dump(cfg))
-    hf = ROOT / "tests" / "fixtures" / "llama-3-8b.config.json"
-    out = tmp_path / "s.yaml"
-    assert main(["import", str(path), "--hf-config", str(hf), "--out", str(out)]) == 0
+    path, _ = _import_accelerate(cfg, "llama-3-8b.config.json", tmp_path)
     err = capsys.readouterr().err
     said = [line for line in err.splitlines() if ": mixed_precision: " in line]
     assert said == [
@@ -157,11 +162,7 @@ def test_an_accelerate_ddp_configs_gradients_stay_fp32_under_autocast(tmp_path, 
     Accelerate wraps the forward in autocast (accelerator.py `native_amp`), the parameters stay
     fp32 and so do their gradients and the all-reduce."""
     cfg = {"distributed_type": "MULTI_GPU", "mixed_precision": "bf16", "num_processes": 8}
-    path = tmp_path / "acc.yaml"
-    path.write_text(yaml.safe_dump(cfg))
-    hf = ROOT / "tests" / "fixtures" / "gpt2.config.json"
-    out = tmp_path / "s.yaml"
-    assert main(["import", str(path), "--hf-config", str(hf), "--out", str(out)]) == 0
+    _, out = _import_accelerate(cfg, "gpt2.config.json", tmp_path)
     assert "autocast around the forward" in capsys.readouterr().err
     from tiersim import api
     from tiersim.state.inventory import build_inventory
