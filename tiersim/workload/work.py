@@ -52,6 +52,7 @@ from tiersim.workload.data_parallel import data_comms
 from tiersim.workload.experts import alone_split, expert_comms, overlapped, routed_flops_share
 from tiersim.workload.fetch import fetch_units
 from tiersim.workload.fsdp_exposure import with_fsdp_overheads
+from tiersim.workload.gradient_buckets import gradient_buckets
 from tiersim.workload.optimizer_bytes import mixed_precision_bytes
 from tiersim.workload.optimizer_gathers import update_collectives_s, update_gemm_flops
 from tiersim.workload.reduce_buckets import reduces_per_unit
@@ -78,6 +79,8 @@ class Workload:
     parts_per_layer: int = 1  # fetch units per layer (DeepSpeed: its submodules)
     bucket_reduces: tuple[int, ...] = ()  # ZeRO-1/2 bucket reduces per unit and micro-batch
     # (workload/reduce_buckets.py; empty: offload.reduce_bucket_size not given)
+    gradient_buckets: tuple = ()  # each unit's DeepSpeed bucket reduction issued after its
+    # backward (workload/gradient_buckets.py; empty: one reduction a unit)
 
 
 def _optimizer_times(r: Resolved, touched: float, updated_params: float) -> tuple[float, float]:
@@ -330,18 +333,14 @@ def build_workload(
     )
     tr = r.execution.training
     tokens = r.execution.seq_len * tr.micro_batch_size * tr.grad_accumulation * par.data
+    by_chunk = _stage_chunks(par, inv.stage, len(units) - 1)
     return Workload(
         units=tuple(units),
         micro_batches=tr.grad_accumulation,
         tokens_per_step=tokens,
         hbm_resident=resident,
         stage=inv.stage,
-        chunks=chunks(
-            len(units) - 1,
-            par.virtual_pipeline,
-            inv.stage == 0 < par.pipeline - 1,
-            chunk_units(par, inv.stage, len(units) - 1),
-        ),
+        chunks=by_chunk,
         gradients_every_microbatch=every_mb,
         bubble_s=bubble,
         bubble_after_s=after,
@@ -353,7 +352,14 @@ def build_workload(
         tiling=tiling,
         parts_per_layer=per_layer,
         bucket_reduces=_bucket_reduces(r, model, inv.stage, len(units)),
+        gradient_buckets=gradient_buckets(r, units, by_chunk),
     )
+
+
+def _stage_chunks(par, stage: int, layers: int) -> tuple[tuple[int, ...], ...]:
+    """The stage's units (its `layers` and its rest) by model chunk (stage_times.chunks)."""
+    return chunks(layers, par.virtual_pipeline, stage == 0 < par.pipeline - 1,
+                  chunk_units(par, stage, layers))  # fmt: skip
 
 
 def _parts(r: Resolved, shared: dict):
