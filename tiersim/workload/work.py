@@ -58,6 +58,7 @@ from tiersim.workload.reduce_buckets import reduces_per_unit
 from tiersim.workload.stage_times import bubble as stage_bubble
 from tiersim.workload.stage_times import chunk_units, chunks, compute_times
 from tiersim.workload.unit import Unit
+from tiersim.workload.zeropp import qgz_shapes
 
 
 @record
@@ -177,6 +178,7 @@ def _unit(
         muon_values=sum(o * i for o, i in ds_muon.shapes_of(r, mats)),
         expert_gradients_full=expert_g,
         expert_homed=expert_homed if expert_params else None,
+        grad_shapes=qgz_shapes(r, mats),  # ZeRO++ qgZ's (none without it)
         **(comms or {}),
     )
 
