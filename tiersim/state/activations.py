@@ -389,4 +389,4 @@ def kept_items(
     items = layer_items(m, s, b, acc, index)
     if recompute == "selective" and acc.implementation == "huggingface":
         return selective_kept(items, m, s, b, acc)
-    return policy.kept(items, recompute, acc.recompute_modules)
+    return policy.kept(items, recompute, acc.recompute_modules, acc.fused_core_checkpointed)
