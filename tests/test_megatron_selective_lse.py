@@ -98,6 +98,20 @@ def test_megatron_deepspeed_runs_flash_outside_the_checkpoint():
     assert layer_bytes(framework="deepspeed", attention_kernel="eager") == 34 * 1_048_576
 
 
+def test_under_fp8_the_core_output_goes_with_the_statistics_where_the_core_is_checkpointed():
+    """TE's FP8 linears (state/activations_fp8.py): the QKV and MLP inputs 1 B a value
+    (1,048,576 each), the MLP's wide tensors 3 B over 2·s·b·f (12,582,912), the
+    out-projection's bf16 input 2,097,152 and its FP8 copy 1,048,576; the rest as above
+    (norms' inputs 4,194,304, q 2,097,152, k and v 4,194,304, masks 2,097,152, statistics
+    65,536): 30,474,240 B without recompute. Megatron-Core's selective drops the bf16 output
+    and the statistics: 30,474,240 - 2,097,152 - 65,536 = 28,311,552 = 27·sbh;
+    Megatron-DeepSpeed's flash runs outside its checkpoint and keeps both."""
+    fp8 = {"recipe": "delayed"}
+    assert layer_bytes(recompute="none", fp8=fp8) == 30_474_240
+    assert layer_bytes(fp8=fp8) == 28_311_552 == 27 * 1_048_576
+    assert layer_bytes(fp8=fp8, framework="deepspeed") == 30_474_240
+
+
 def test_the_policy_on_the_layers_items():
     m = TransformerShape(
         **{"layers": 2, "hidden": 512, "heads": 8, "kv_heads": 8, "head_dim": 64},
