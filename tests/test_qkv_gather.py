@@ -10,6 +10,9 @@ import pytest
 from engine_helpers import merge, scenario
 
 from tiersim.engine.simulate import simulate
+from tiersim.state.accounting import accounting_for
+from tiersim.state.activation_kinds import divided
+from tiersim.state.activations import layer_items
 from tiersim.state.model import build_model
 from tiersim.state.resolved import resolve
 from tiersim.workload.qkv_gather import qkv_gather_comms
@@ -88,6 +91,16 @@ def test_the_gather_stays_blocking_under_tensor_overlap():
     assert r.links["nvlink"].bytes_by_direction["tensor"] == rest + 2 * 2 * 2 * QKV * 3 / 4
     plain = simulate(scenario(_raw(parallel=par)))
     assert plain.time_s > r.time_s  # the linears' collectives hidden; the gather still there
+
+
+def test_each_rank_keeps_one_kv_head():
+    """K and V as Megatron keeps them for the attention core: one KV head a rank
+    (num_query_groups_per_partition = 1), not 2/4 of one."""
+    s = scenario(_raw(parallel={"tensor": 4}))
+    acc = accounting_for(s)
+    kv = [i for i in layer_items(_model(), 16, 2, acc) if i.name == "k, v"]
+    per_rank = divided(kv, 4, False)
+    assert per_rank == 2 * T * 1 * E * 2 == 1_024  # K and V, T tokens, 1 head of 8, bf16
 
 
 def test_a_layout_neither_dividing_is_refused(cli, tmp_path):
