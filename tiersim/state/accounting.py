@@ -30,4 +30,15 @@ def accounting_for(s: Scenario, device: str = "cuda") -> Accounting:
         fused_core_checkpointed=impl == "megatron" and s.training.framework != "deepspeed",
         loss_chunks=s.training.loss_chunks or DEFAULT_LOSS_CHUNKS[impl],
         recompute=s.training.recompute,
+        kv_heads_held=_kv_heads_held(s),
     )
+
+
+def _kv_heads_held(s: Scenario) -> int:
+    """t where Megatron's layers gather the QKV output (t > kv heads, no latent attention:
+    each rank keeps one KV head, workload/qkv_gather.py); else 0."""
+    m, t = s.model, s.parallel.tensor
+    kv = m.kv_heads or m.heads
+    if s.training.implementation != "megatron" or not kv or m.kv_lora_rank is not None:
+        return 0
+    return t if t > kv else 0

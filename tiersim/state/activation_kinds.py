@@ -59,6 +59,10 @@ class Accounting:
     # training.recompute (none, full, selective, selective_op): under huggingface, what the
     # checkpoints hold outside the layers (state/hf_selective.py)
     recompute: str = "none"
+    # K/V heads the tensor group keeps together where parallel.tensor exceeds the KV heads:
+    # Megatron-Core's gather path keeps one a rank, t in all (workload/qkv_gather.py); 0: the
+    # model's kv_heads
+    kv_heads_held: int = 0
 
     def __post_init__(self) -> None:
         if self.implementation not in IMPLEMENTATIONS:
