@@ -271,9 +271,8 @@ def _with_layer_comms(r: Resolved, u: Unit, tp: tuple, cap: dict) -> Unit:
         "cp_backward_hidden": cp.backward_hidden,
     }
     if r.execution.parallel.overlap_tensor_forward:
-        # Transformer Engine's userbuffers (--tp-comm-overlap): the forward's collectives run
-        # split inside their GEMMs, and with overlap_tensor_backward the backward's all do:
-        # each costs only the SM share it takes
+        # TE's userbuffers (--tp-comm-overlap): the forward's collectives run split inside
+        # their GEMMs, with overlap_tensor_backward the backward's too: each costs its SM share
         forward_s = u.forward_s + sm_share_s(r, tp_fwd, cap)
         both = r.execution.parallel.overlap_tensor_backward
         backward_s = u.backward_s + sm_share_s(r, tp_hidden, cap)
