@@ -155,8 +155,11 @@ class TrainingPasses:
         shard = self.ops.move("weights", label, step, home, gpu, nbytes, gate)
         # the shard freed once gathered: built into the new op (`free_after` on it, unshared)
         free = ((gpu, unit.homed["weights"]),) if shard is not None else ()
+        # ZeRO++ hpZ: but a step's first forward, gathers within its group (workload/zeropp.py)
+        primary = unit.dp_weights_secondary is None or (mb == 0 and tag == "fwd")
+        collective = unit.dp_weights if primary else unit.dp_weights_secondary
         gather = self.ops.net(
-            unit.dp_weights, step, [shard, *gate], alloc=[(gpu, unit.weights_full)], free=free
+            collective, step, [shard, *gate], alloc=[(gpu, unit.weights_full)], free=free
         )
         self.swap.fetched(gather if gather is not None else shard)
         return gather, False

@@ -42,6 +42,7 @@ from tiersim.workload.comms import (
     Comm,
     capacities,
     embedding_sync,
+    joined,
     rest_tensor_comms,
     sm_share_s,
     tensor_comms,
@@ -55,10 +56,12 @@ from tiersim.workload.fsdp_exposure import with_fsdp_overheads
 from tiersim.workload.gradient_buckets import gradient_buckets
 from tiersim.workload.optimizer_bytes import mixed_precision_bytes
 from tiersim.workload.optimizer_gathers import update_collectives_s, update_gemm_flops
+from tiersim.workload.qkv_gather import qkv_gather_comms
 from tiersim.workload.reduce_buckets import reduces_per_unit
 from tiersim.workload.stage_times import bubble as stage_bubble
 from tiersim.workload.stage_times import chunk_units, chunks, compute_times
 from tiersim.workload.unit import Unit
+from tiersim.workload.zeropp import qgz_shapes
 
 
 @record
@@ -180,6 +183,7 @@ def _unit(
         muon_values=sum(o * i for o, i in ds_muon.shapes_of(r, mats)),
         expert_gradients_full=expert_g,
         expert_homed=expert_homed if expert_params else None,
+        grad_shapes=qgz_shapes(r, mats),  # ZeRO++ qgZ's (none without it)
         **(comms or {}),
     )
 
@@ -228,7 +232,7 @@ def _stage_units(r: Resolved, model, stage: int, cap: dict) -> tuple[list[Unit],
     par = r.execution.parallel
     groups = rank_matrices(r, stage, model)
     ends = (stage == 0, stage == par.pipeline - 1)
-    tp = (*tensor_comms(r, model.hidden), context_comms(r, model))
+    tp = (*tensor_comms(r, model.hidden), context_comms(r, model), qkv_gather_comms(r, model))
     timed: dict = {}
     units: list[Unit] = []
     at = 0  # the run's first layer among the stage's (groups: one per layer)
@@ -258,10 +262,11 @@ def _stage_units(r: Resolved, model, stage: int, cap: dict) -> tuple[list[Unit],
 
 def _with_layer_comms(r: Resolved, u: Unit, tp: tuple, cap: dict) -> Unit:
     """A layer's unit with its data-parallel collectives and, unless it is a layer's routed
-    experts placed apart (no tensor collectives of their own), its tensor-parallel ones."""
+    experts placed apart (no tensor collectives of their own), its tensor-parallel ones: the
+    QKV gather's (t > kv heads, workload/qkv_gather.py) blocking, overlapped or not."""
     if u.home is not None:
         return replaced(u, **data_comms(r, u))
-    tp_fwd, tp_bwd, tp_hidden, cp = tp
+    tp_fwd, tp_bwd, tp_hidden, cp, (qkv_fwd, qkv_bwd) = tp
     context = {
         "cp_forward": cp.forward,
         "cp_backward": cp.backward,
@@ -269,9 +274,8 @@ def _with_layer_comms(r: Resolved, u: Unit, tp: tuple, cap: dict) -> Unit:
         "cp_backward_hidden": cp.backward_hidden,
     }
     if r.execution.parallel.overlap_tensor_forward:
-        # Transformer Engine's userbuffers (--tp-comm-overlap): the forward's collectives run
-        # split inside their GEMMs, and with overlap_tensor_backward the backward's all do:
-        # each costs only the SM share it takes
+        # TE's userbuffers (--tp-comm-overlap): the forward's collectives run split inside
+        # their GEMMs, with overlap_tensor_backward the backward's too: each costs its SM share
         forward_s = u.forward_s + sm_share_s(r, tp_fwd, cap)
         both = r.execution.parallel.overlap_tensor_backward
         backward_s = u.backward_s + sm_share_s(r, tp_hidden, cap)
@@ -281,8 +285,8 @@ def _with_layer_comms(r: Resolved, u: Unit, tp: tuple, cap: dict) -> Unit:
             u,
             **data_comms(r, u),
             **context,
-            tp_forward=None,
-            tp_backward=None if both else tp_bwd,
+            tp_forward=qkv_fwd,
+            tp_backward=_plus("tp backward", None if both else tp_bwd, qkv_bwd),
             forward_s=forward_s,
             backward_s=backward_s,
         )
@@ -290,10 +294,15 @@ def _with_layer_comms(r: Resolved, u: Unit, tp: tuple, cap: dict) -> Unit:
         u,
         **data_comms(r, u),
         **context,
-        tp_forward=tp_fwd,
-        tp_backward=tp_bwd,
+        tp_forward=_plus("tp forward", tp_fwd, qkv_fwd),
+        tp_backward=_plus("tp backward", tp_bwd, qkv_bwd),
         backward_s=u.backward_s + sm_share_s(r, tp_hidden, cap),
     )
+
+
+def _plus(name: str, tp: Comm | None, qkv: Comm | None) -> Comm | None:
+    """The layer's blocking tensor collectives with the QKV gather's, where it has one."""
+    return tp if qkv is None else joined(name, [tp, qkv])
 
 
 def _renamed(u: Unit, first: int, index: int) -> Unit:
