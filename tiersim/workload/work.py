@@ -11,7 +11,6 @@ import dataclasses
 import math
 from collections.abc import Mapping
 
-from tiersim.config.deepspeed import reduce_bucket
 from tiersim.config.mesh import Mesh
 from tiersim.config.schema import PRECISION_BYTES
 from tiersim.core.frozen import replaced
@@ -57,7 +56,7 @@ from tiersim.workload.gradient_buckets import gradient_buckets
 from tiersim.workload.optimizer_bytes import mixed_precision_bytes
 from tiersim.workload.optimizer_gathers import update_collectives_s, update_gemm_flops
 from tiersim.workload.qkv_gather import qkv_gather_comms
-from tiersim.workload.reduce_buckets import reduces_per_unit
+from tiersim.workload.reduce_buckets import bucket_reduces
 from tiersim.workload.stage_times import bubble as stage_bubble
 from tiersim.workload.stage_times import chunk_units, chunks, compute_times
 from tiersim.workload.unit import Unit
@@ -360,15 +359,15 @@ def build_workload(
         ),
         tiling=tiling,
         parts_per_layer=per_layer,
-        bucket_reduces=_bucket_reduces(r, model, inv.stage, len(units)),
+        bucket_reduces=bucket_reduces(r, model, inv.stage, len(units)),
         gradient_buckets=gradient_buckets(r, units, by_chunk),
     )
 
 
 def _stage_chunks(par, stage: int, layers: int) -> tuple[tuple[int, ...], ...]:
     """The stage's units (its `layers` and its rest) by model chunk (stage_times.chunks)."""
-    return chunks(layers, par.virtual_pipeline, stage == 0 < par.pipeline - 1,
-                  chunk_units(par, stage, layers))  # fmt: skip
+    first = stage == 0 < par.pipeline - 1
+    return chunks(layers, par.virtual_pipeline, first, chunk_units(par, stage, layers))
 
 
 def _parts(r: Resolved, shared: dict):
@@ -386,21 +385,3 @@ def _parts(r: Resolved, shared: dict):
         return shared[key]
 
     return get
-
-
-def _bucket_reduces(r: Resolved, model, stage: int, count: int) -> tuple[int, ...]:
-    """Each unit's bucket reduces, its tensors in reverse (backward's order), the layers last
-    to first, then the rest (the tied embedding's gradient completes last); () but for
-    DeepSpeed before 0.3.17 (config/deepspeed.py), or where units are not whole layers
-    (submodules, experts apart)."""
-    ex = r.execution
-    if ex.offload.framework != "deepspeed" or not ex.training.deepspeed.v03_bucket:
-        return ()  # from 0.3.17 a reduce divides what the bucket holds: no whole-buffer pass
-    bucket = reduce_bucket(r.execution.offload.reduce_bucket_size)
-    groups = rank_matrices(r, stage, model)
-    if len(groups) != count:
-        return ()
-    sizes = [[m.rows * m.cols for m in reversed(g) for _ in range(m.count)] for g in groups]
-    order = [*reversed(sizes[:-1]), sizes[-1]]
-    counts = reduces_per_unit(order, bucket)
-    return (*reversed(counts[:-1]), counts[-1])
