@@ -390,4 +390,4 @@ def kept_items(
     items = layer_items(m, s, b, acc, index)
     if recompute == "selective" and acc.implementation == "huggingface":
         return selective_kept(items, m, s, b, acc)
-    return policy.kept(items, recompute, acc.recompute_modules, acc.fused_core_checkpointed)
+    return policy.kept(items, recompute, acc.recompute_modules, acc.core_checkpointed)
