@@ -1,7 +1,8 @@
 """Tensor parallelism beyond the KV heads by framework (issue 39, config/kv_head_split.py):
 only Megatron-Core runs it (an all-gather of the QKV output, tests/test_qkv_gather.py);
 torchtitan, Megatron-DeepSpeed, DeepSpeed's AutoTP and transformers' own plan refuse it or fail
-on it, and tiersim refuses it there."""
+on it, and tiersim refuses it there. And what Megatron-Core's core-attention checkpoint keeps
+of the gathered tensor (state/qkv_gather_memory.py). Expected bytes written out by hand."""
 
 from __future__ import annotations
 
@@ -59,3 +60,48 @@ def test_a_tensor_size_dividing_the_kv_heads_runs_under_every_framework(cli, tmp
     code, _, err = cli("validate", _write(tmp_path, training, tensor=2))
     assert "more than model.kv_heads" not in err
     assert code == 0, err
+
+
+def _attention_inputs(cli_json, tmp_path, recompute: str, position: str = "rope") -> dict:
+    report = cli_json(_write(tmp_path, f", recompute: {recompute}", position=position))
+    return report["activations"]
+
+
+def test_no_recompute_keeps_one_kv_head_a_rank(cli_json, tmp_path):
+    """TE copies the strided V (get_qkv_layout's contiguous fallback): the gathered tensor is
+    a transient. A rank's layer: the qkv projection input s·b·h (replicated) 4,096 B, q at
+    a/t = 2 heads 1,024 B, K and V at one head 1,024 B, the out-projection input 1,024 B."""
+    act = _attention_inputs(cli_json, tmp_path, "none")
+    per_layer = DT * T * 64 + DT * T * 2 * E + 2 * DT * T * 1 * E + DT * T * 2 * E
+    assert per_layer == 7_168
+    assert act["per_gpu_bytes_by_group"]["attention_inputs"] == 2 * per_layer
+
+
+def test_selective_recompute_keeps_the_gathered_tensor(cli_json, tmp_path):
+    """Megatron-Core's core-attention checkpoint saves V, a view of the gathered
+    [s, b, (a + 2k)·e]: each rank keeps all of it, beside RoPE's new q (2 heads) and k (1)."""
+    act = _attention_inputs(cli_json, tmp_path, "selective")
+    gathered = DT * T * (A + 2 * K) * E  # 2 x 32 x 12 x 8
+    per_layer = DT * T * 64 + DT * T * 2 * E + gathered + DT * T * 2 * E + DT * T * 1 * E
+    assert (gathered, per_layer) == (6_144, 12_800)
+    assert act["per_gpu_bytes_by_group"]["attention_inputs"] == 2 * per_layer
+    item = [i for i in act["items"] if i["name"].startswith("gathered qkv")]
+    assert [i["per_gpu_bytes"] for i in item] == [2 * gathered]
+
+
+def test_without_rope_q_and_k_are_views_of_the_gathered_tensor_too(cli_json, tmp_path):
+    """position: none: no new q or k; the checkpoint's three inputs share one storage."""
+    act = _attention_inputs(cli_json, tmp_path, "selective", position="none")
+    per_layer = DT * T * 64 + DT * T * 2 * E + DT * T * (A + 2 * K) * E
+    assert per_layer == 11_264
+    assert act["per_gpu_bytes_by_group"]["attention_inputs"] == 2 * per_layer
+
+
+def test_selective_recompute_keeps_more_than_none_here(cli_json, tmp_path):
+    """Selective recompute drops the scores, 5·a·s²·b / t = 5 x 8 x 256 x 2 / 4 = 5,120 B a
+    layer (eager softmax, dropout mask, dropped probabilities), and adds the gathered tensor
+    in place of V: 12,800 - 7,168 = 5,632 B. Net +512 B a layer, 2 layers."""
+    none = cli_json(_write(tmp_path, ", recompute: none"))["inventory"]["per_gpu"]
+    sel = cli_json(_write(tmp_path, ", recompute: selective"))["inventory"]["per_gpu"]
+    assert 5 * A * 16 * 16 * 2 // TP == 5_120
+    assert sel["activations"] - none["activations"] == 2 * (12_800 - 7_168 - 5_120) == 1_024
