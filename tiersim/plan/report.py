@@ -54,6 +54,9 @@ def plan_report(outcome: PlanOutcome, objective: str, top: int) -> dict[str, Any
             # of which, by class: differing at most in the home of a class none holds a byte
             # of (sgd's optimizer state), so nothing lives where the choice puts it
             "duplicates_by_empty_home": dict(pruned.empty_homes),
+            # set aside, not simulated: differing from one simulated only in a knob their run
+            # does not read (the prefetch depth where nothing is fetched: plan.pruned), by knob
+            "collapsed": dict(pruned.collapsed),
             # never simulated: their step-time bound could not reach the answer, by the term
             # that set the bound (tiersim.plan.contenders)
             "pruned_by_bound": dict(outcome.pruned_by_bound),
@@ -135,7 +138,7 @@ def plan_text(report: dict[str, Any]) -> str:
         f"  {c['checked']:,} checked: {c['invalid']:,} invalid{_reasons(c)}, "
         f"{c['do_not_fit_candidates']:,} do not fit by the exact inventory"
         f"{_unfit(c['do_not_fit'])}, {c['duplicates']:,} duplicate{'s' * (c['duplicates'] != 1)}"
-        f"{_empty_homes(c['duplicates_by_empty_home'])}"
+        f"{_empty_homes(c['duplicates_by_empty_home'])}{_collapsed(c.get('collapsed', {}))}"
         f"{_by_bound(c['pruned_by_bound'])}; {c['simulated']:,} "
         f"simulated: {c['feasible']:,} fit and hold every budget, {c['peak_does_not_fit']:,} "
         f"overflow at their peak, {c['fail_a_wear_budget']:,} fail a wear budget"
@@ -191,6 +194,16 @@ def _empty_homes(by_class: dict[str, int]) -> str:
         return ""
     said = ", ".join(f"{name} {n:,}" for name, n in by_class.items())
     return f" (differing only in the home of a class none holds: {said})"
+
+
+def _collapsed(by_knob: dict[str, int]) -> str:
+    """', 12 collapsed (differing only in a knob their run does not read:
+    simulation.prefetch_depth 12)'."""
+    if not by_knob:
+        return ""
+    said = ", ".join(f"{knob} {n:,}" for knob, n in by_knob.items())
+    n = sum(by_knob.values())
+    return f", {n:,} collapsed (differing only in a knob their run does not read: {said})"
 
 
 def _unfit(unfit: dict[str, int]) -> str:
