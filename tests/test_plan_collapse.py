@@ -19,7 +19,7 @@ from tiersim.engine.depth_reads import reads_prefetch_depth
 from tiersim.plan import prune as prune_module
 from tiersim.plan.check import checked_space
 from tiersim.plan.prune import prune
-from tiersim.plan.pruned import Pruned
+from tiersim.plan.pruned import Candidate, Pruned
 from tiersim.plan.report import plan_report, plan_text
 from tiersim.plan.run import PlanOutcome
 from tiersim.plan.space import Space, candidates
@@ -154,16 +154,20 @@ def test_a_megatron_plan_without_offload_ranks_no_two_plans_that_differ_only_in_
     but_depth = [tuple(o for o in p["overrides"] if not o.startswith(DEPTH)) for p in plans]
     assert len(set(but_depth)) == len(but_depth)  # no two alike but for the depth
     assert all(f"{DEPTH}=1" in p["overrides"] for p in plans)
-    text = plan_text(report).splitlines()[1]
+    assert all(p["collapsed"] == {DEPTH: [2, 4]} for p in plans)  # each said with its twins
+    text = plan_text(report).splitlines()
     assert (
         "0 duplicates, 12 collapsed (differing only in a knob their run does not read: "
         "simulation.prefetch_depth 12)"
-    ) in text
+    ) in text[1]
+    alike = "    alike:  simulation.prefetch_depth 2, 4 (not read by this run: the same plan)"
+    assert text.count(alike) == 5
     with pytest.MonkeyPatch.context() as mp:  # every candidate simulated, none collapsed
         exhaustively(mp)
         mp.setattr(prune_module, "reads_prefetch_depth", lambda res, empty=(): True)
         every = plan_json(path, top=18)
     assert every["candidates"]["collapsed"] == {} and every["candidates"]["simulated"] == 18
+    assert not any("collapsed" in p for p in every["plans"])
     first = {}  # each class's plan at its first depth, in the exhaustive ranking's order
     for p in every["plans"]:
         alike = tuple(o for o in p["overrides"] if not o.startswith(DEPTH))
@@ -177,7 +181,7 @@ def test_a_megatron_plan_without_offload_ranks_no_two_plans_that_differ_only_in_
 
 def _figures(plan: dict) -> dict:
     """A ranked plan's entry but its rank and the choices (and the command) that make it."""
-    return {k: v for k, v in plan.items() if k not in ("rank", "overrides", "rerun")}
+    return {k: v for k, v in plan.items() if k not in ("rank", "overrides", "rerun", "collapsed")}
 
 
 MEGATRON_SPACE = {
@@ -210,10 +214,18 @@ def test_the_counts_by_hand_and_merged_from_chunks(tmp_path):
     assert whole.duplicates == 0
     depths = sorted(c.values[DEPTH] for c in whole.kept if c.values["parallel.zero_stage"] < 3)
     assert depths == [1] * 6  # the first checked of each class kept
+    assert sorted(whole.twins.values()) == [[2, 4]] * 6
     for chunk in (5, 7):  # chunk edges inside a class: the same counts and the same kept
         merged = _megatron_pruned(tmp_path, chunk)
         assert merged.keys == whole.keys and merged.collapsed == whole.collapsed
+        assert merged.twins == whole.twins  # each kept one's depths 2 and 4
         assert (merged.checked, merged.duplicates) == (whole.checked, whole.duplicates)
+
+
+def _candidate(home: str, depth: int) -> Candidate:
+    values = {"placement.optimizer": home, DEPTH: depth}
+    overrides = tuple(f"{k}={v}" for k, v in values.items())
+    return Candidate(overrides, values, None, 2, None, 16)
 
 
 def test_a_duplicate_and_a_collapsed_candidate_are_counted_apart():
@@ -222,17 +234,21 @@ def test_a_duplicate_and_a_collapsed_candidate_are_counted_apart():
     the others collapsed or duplicates as they are met (plan.pruned.Pruned.set_aside)."""
     out = Pruned()
     key = "digest|~{}|optimizer"
-    out.take(key.format(1), "hbm depth 1")  # kept
-    out.take(key.format(1), "dram depth 1")  # the same key: a duplicate
-    out.take(key.format(4), "hbm depth 4")  # alike but for the depth: collapsed
-    out.take(key.format(4), "dram depth 4")  # the same key as the one before: a duplicate
-    assert out.kept == ["hbm depth 1"]
+    first = _candidate("hbm", 1)
+    out.take(key.format(1), first)  # kept
+    out.take(key.format(1), _candidate("dram", 1))  # the same key: a duplicate
+    out.take(key.format(4), _candidate("hbm", 4))  # alike but for the depth: collapsed
+    out.take(key.format(4), _candidate("dram", 4))  # the same key as the one before: a duplicate
+    assert out.kept == [first]
     assert out.duplicates == 2 and dict(out.empty_homes) == {"optimizer": 2}
     assert dict(out.collapsed) == {DEPTH: 1}
+    assert out.collapsed_into([first]) == [{DEPTH: [4]}]
     read = Pruned()  # a depth the run reads is never collapsed
-    read.take("digest|1", "depth 1")
-    read.take("digest|4", "depth 4")
-    assert read.kept == ["depth 1", "depth 4"] and read.collapsed == {}
+    one, four = _candidate("hbm", 1), _candidate("hbm", 4)
+    read.take("digest|1", one)
+    read.take("digest|4", four)
+    assert read.kept == [one, four] and read.collapsed == {}
+    assert read.collapsed_into([one, four]) == [{}, {}]
 
 
 def test_the_report_says_nothing_of_collapsing_where_none_was():

@@ -69,7 +69,10 @@ class Pruned:
     keys: list[str] = field(default_factory=list)  # each kept candidate's scenario key
     seen: set[str] = field(default_factory=set)  # the keys kept, `alike`: to set one aside by
     exact: set[str] = field(default_factory=set)  # every key met: a duplicate's, or collapsed
-    aside: list[str] = field(default_factory=list)  # the keys set aside, in order (`merge`)
+    # the keys set aside, in order, each with its knob's value (`merge`)
+    aside: list[tuple[str, Any]] = field(default_factory=list)
+    # the knob's values collapsed into each one kept, by its key `alike` (`collapsed_into`)
+    twins: dict[str, list[Any]] = field(default_factory=dict)
     base: tuple[dict[str, Any], str, str] | None = None  # (mapping, folder, source)
     nearest: Miss | None = None  # the unfit candidate nearest to fitting (plan.nearest)
 
@@ -90,17 +93,17 @@ class Pruned:
         """A candidate that fits, with its scenario's key: kept, or set aside where one kept
         before is alike (`alike`)."""
         if alike(key) in self.seen:
-            self.set_aside(key)
+            self.set_aside(key, candidate.values.get(PREFETCH_DEPTH))
             return
         self.seen.add(alike(key))
         self.exact.add(key)
         self.keys.append(key)
         self.kept.append(candidate)
 
-    def set_aside(self, key: str) -> None:
+    def set_aside(self, key: str, value: Any = None) -> None:
         """A duplicate where a candidate met before had the same key; else collapsed into
-        the one kept, by the knob its run does not read."""
-        self.aside.append(key)
+        the one kept, by the knob its run does not read (at `value`)."""
+        self.aside.append((key, value))
         if key in self.exact:
             self.duplicates += 1
             empty = key.split("|")[2:]
@@ -109,6 +112,18 @@ class Pruned:
             return
         self.exact.add(key)
         self.collapsed[PREFETCH_DEPTH] += 1  # the one knob a key marks (`UNREAD`)
+        self.twins.setdefault(alike(key), []).append(value)
+
+    def collapsed_into(self, candidates: list[Candidate]) -> list[dict[str, list[Any]]]:
+        """For each of `candidates` (kept ones), the knob's values collapsed into it: {}
+        where none were, else {"simulation.prefetch_depth": [2, 4]}."""
+        where = {id(c): i for i, c in enumerate(self.kept)}
+        out = []
+        for c in candidates:
+            i = where.get(id(c))
+            values = [] if i is None else self.twins.get(alike(self.keys[i]), [])
+            out.append({PREFETCH_DEPTH: values} if values else {})
+        return out
 
     def not_counting(self) -> str:
         """', not counting 3 duplicates and 12 collapsed': those set aside as another's."""
@@ -128,8 +143,8 @@ class Pruned:
         self.nearest = nearer(self.nearest, part.nearest)
         for key, candidate in zip(part.keys, part.kept, strict=True):
             self.take(key, candidate)
-        for key in part.aside:
-            self.set_aside(key)
+        for key, value in part.aside:
+            self.set_aside(key, value)
 
 
 def alike(key: str) -> str:

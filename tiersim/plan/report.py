@@ -75,10 +75,21 @@ def plan_report(outcome: PlanOutcome, objective: str, top: int) -> dict[str, Any
             },
         },
         "plans": [
-            {"rank": i + 1, **entry(s, objective, outcome.source, base)} for i, s in enumerate(best)
+            {"rank": i + 1, **entry(s, objective, outcome.source, base), **_alike(twins)}
+            for i, (s, twins) in enumerate(zip(best, _twins(pruned, best), strict=True))
         ],
         "hbf_optimizer": hbf_question(sims, objective, outcome.source, base),
     }
+
+
+def _twins(pruned: Any, best: list[Any]) -> list[dict[str, list[Any]]]:
+    return pruned.collapsed_into([s.candidate for s in best])
+
+
+def _alike(twins: dict[str, list[Any]]) -> dict[str, Any]:
+    """A plan's candidates collapsed into it (plan.pruned), by the knob their run does not
+    read: their values ({"simulation.prefetch_depth": [2, 4]}); nothing where none were."""
+    return {"collapsed": twins} if twins else {}
 
 
 def _space_section(outcome: PlanOutcome) -> dict[str, Any]:
@@ -228,6 +239,9 @@ def _plan_block(plan: dict[str, Any], title: str) -> str:
         for n, p in plan["peaks"].items()
     )
     lines = [figures, f"    set:    {' '.join(plan['overrides']) or '(the scenario as it is)'}"]
+    for knob, values in plan.get("collapsed", {}).items():  # the same plan at these values
+        said = ", ".join(str(v) for v in values)
+        lines.append(f"    alike:  {knob} {said} (not read by this run: the same plan)")
     lines += [f"    binds:  {plan['binds']['time']}", f"            {plan['binds']['capacity']}"]
     if "wear" in plan["binds"]:
         lines.append(f"            {plan['binds']['wear']}")
