@@ -11,6 +11,7 @@ import json
 
 import pytest
 import yaml
+from conftest import SCENARIOS
 from plan_runs import plan_json
 from test_plan_search import exhaustively
 
@@ -182,6 +183,28 @@ def test_a_megatron_plan_without_offload_ranks_no_two_plans_that_differ_only_in_
 def _figures(plan: dict) -> dict:
     """A ranked plan's entry but its rank and the choices (and the command) that make it."""
     return {k: v for k, v in plan.items() if k not in ("rank", "overrides", "rerun", "collapsed")}
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "published/korthikanti2022-22b-selective-sp.yaml",  # megatron, TP x PP, resident
+        "published/nemo2407-llama3-8b-8gpus.yaml",  # review (l)'s: apex's ZeRO 1
+        "gpt3-175b-tp-pp.yaml",
+        "deepseek-v3-pp16-vp2.yaml",  # MoE, interleaved: the routed experts' homes too
+    ],
+)
+def test_shipped_scenarios_that_fetch_nothing_give_the_same_report_at_any_depth(name):
+    """Four of the 33 shipped scenarios whose run reads no depth (all 33 compared once:
+    docs/plan-scale.md), each simulated at depths 1 and 4."""
+    path = SCENARIOS / name
+    s = load_scenario(path, []).scenario
+    assert not reads_prefetch_depth(resolve(s))
+    one, four = (
+        json.loads(json.dumps(report_for(load_scenario(path, [f"{DEPTH}={d}"])))) for d in (1, 4)
+    )
+    assert (one["sim"]["prefetch_depth"], four["sim"]["prefetch_depth"]) == (1, 4)
+    assert _but_the_depth(one) == _but_the_depth(four)
 
 
 MEGATRON_SPACE = {
