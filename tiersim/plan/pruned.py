@@ -92,10 +92,11 @@ class Pruned:
     def take(self, key: str, candidate: Candidate) -> None:
         """A candidate that fits, with its scenario's key: kept, or set aside where one kept
         before is alike (`alike`)."""
-        if alike(key) in self.seen:
+        same = alike(key)
+        if same in self.seen:
             self.set_aside(key, candidate.values.get(PREFETCH_DEPTH))
             return
-        self.seen.add(alike(key))
+        self.seen.add(same)
         self.exact.add(key)
         self.keys.append(key)
         self.kept.append(candidate)
