@@ -52,7 +52,8 @@ class Parallel(Strict):
     # block the GPU stream (Megatron-LM of 2021, Narayanan et al.; DeepSpeed's MT-NLG runs).
     overlap_tensor_backward: bool | None = None  # None: as `training.framework` implies
     # True: the forward's tensor-parallel collectives (with overlap_tensor_backward, all) run
-    # inside their GEMMs, costing their SM share (TE userbuffers, --tp-comm-overlap)
+    # inside their GEMMs, costing their SM share (TE userbuffers, --tp-comm-overlap); not the
+    # QKV all-gather of tensor > kv_heads, which blocks (docs/parallelism.md)
     overlap_tensor_forward: bool | None = None
     # compute times x (1 + this): a user's calibration of their own run, no framework's
     # property (MT-NLG's 0.283 is a fit, shown as one by check-published)

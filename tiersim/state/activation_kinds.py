@@ -46,6 +46,10 @@ class Accounting:
     recompute_every: int = 1
     # training.fp8 under Transformer Engine: linears keep FP8 inputs (state/activations_fp8.py)
     fp8_linears: bool = False
+    # selective recompute of Megatron's layer: whether a fused kernel (flash, cuDNN) runs inside
+    # the core attention's checkpoint (Megatron-Core) or outside it (Megatron-DeepSpeed, which
+    # checkpoints its classic attention only); state/activation_policy.py
+    fused_core_checkpointed: bool = True
     # the loss computed and differentiated chunk by chunk in forward (state/chunked_loss.py)
     loss_chunks: int = 1
     # on the CPU, the route a bf16 GEMM takes (groundtruth/cpu_gemm_scratchpad.py): "onednn"
@@ -55,6 +59,10 @@ class Accounting:
     # training.recompute (none, full, selective, selective_op): under huggingface, what the
     # checkpoints hold outside the layers (state/hf_selective.py)
     recompute: str = "none"
+    # K/V heads the tensor group keeps together where parallel.tensor exceeds the KV heads:
+    # Megatron-Core's gather path keeps one a rank, t in all (workload/qkv_gather.py); 0: the
+    # model's kv_heads
+    kv_heads_held: int = 0
 
     def __post_init__(self) -> None:
         if self.implementation not in IMPLEMENTATIONS:
