@@ -16,6 +16,7 @@ from tiersim.config.precision_checks import precision_problems
 from tiersim.config.schema import Scenario
 from tiersim.config.tier_names import defaulted_tier, no_such_tier
 from tiersim.config.variants import MIXTRAL_VARIANTS, MLA_VARIANTS, given_variants
+from tiersim.config.zeropp import zeropp_problems
 from tiersim.core.errors import Problem
 from tiersim.state.classes import PLACED
 from tiersim.state.optimizers import optimizer
@@ -356,6 +357,7 @@ def consistency_problems(s: Scenario) -> list[Problem]:
         + _deepspeed_problems(s)
         + deepspeed_key_problems(s)
         + muon_reduce_scatter_problems(s)
+        + zeropp_problems(s)
         + distributed_optimizer_problems(s)
         + expert_overlap_problems(s)
     )

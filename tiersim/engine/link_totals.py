@@ -11,12 +11,17 @@ from tiersim.core.frozen import replaced
 from tiersim.engine.results import LinkStats, StepResult
 from tiersim.state.resolved import Resolved
 from tiersim.workload.link_bytes import expert_bytes, pipeline_bytes
+from tiersim.workload.zeropp import zeropp_bytes
 
 
 def with_link_totals(res: Resolved, stage: int, result: StepResult) -> StepResult:
     """`result` with the pipeline sends' bytes added to their channels and each channel's
     expert all-to-all bytes set to every call's in full."""
     added, expert = pipeline_bytes(res, stage), expert_bytes(res, stage)
+    for channel, per in zeropp_bytes(res).items():  # ZeRO++ qgZ's intra-node all-to-alls
+        for group, nbytes in per.items():
+            at = added.setdefault(channel, {})
+            at[group] = at.get(group, 0) + nbytes
     if not added and not expert:
         return result
     links = dict(result.links)

@@ -27,6 +27,8 @@ def accounting_for(s: Scenario, device: str = "cuda") -> Accounting:
         recompute_modules=tuple(s.training.recompute_modules or ()),
         recompute_every=s.training.recompute_every or 1,
         fp8_linears=s.training.fp8 is not None and impl == "megatron",
+        # Megatron-Core's, not Megatron-DeepSpeed's (framework: deepspeed with Megatron's layer)
+        fused_core_checkpointed=impl == "megatron" and s.training.framework != "deepspeed",
         loss_chunks=s.training.loss_chunks or DEFAULT_LOSS_CHUNKS[impl],
         recompute=s.training.recompute,
         kv_heads_held=_kv_heads_held(s),

@@ -46,6 +46,10 @@ class Accounting:
     recompute_every: int = 1
     # training.fp8 under Transformer Engine: linears keep FP8 inputs (state/activations_fp8.py)
     fp8_linears: bool = False
+    # selective recompute of Megatron's layer: whether a fused kernel (flash, cuDNN) runs inside
+    # the core attention's checkpoint (Megatron-Core) or outside it (Megatron-DeepSpeed, which
+    # checkpoints its classic attention only); state/activation_policy.py
+    fused_core_checkpointed: bool = True
     # the loss computed and differentiated chunk by chunk in forward (state/chunked_loss.py)
     loss_chunks: int = 1
     # on the CPU, the route a bf16 GEMM takes (groundtruth/cpu_gemm_scratchpad.py): "onednn"

@@ -27,27 +27,50 @@ MODULE_ITEMS = {
 }
 
 
-# Megatron-Core checkpoints the whole core attention (attention.py
-# `_checkpointed_attention_forward`: tensor_parallel.checkpoint over query, key, value), so it
-# keeps q, k and v, the checkpoint's inputs, and recomputes the rest: a fused kernel's softmax
-# statistics and its output. That output is the out-projection's input, which a bf16 linear
-# keeps itself; Transformer Engine's FP8 linear keeps only its FP8 copy
-# (state/activations_fp8.py), so under FP8 the bf16 output goes too (docs/nemo-memory.md).
+# Megatron-Core checkpoints the whole core attention whatever the kernel (attention.py
+# `_checkpointed_attention_forward`: tensor_parallel.checkpoint over query, key, value, the mask
+# and the rotary embedding, NVIDIA/Megatron-LM megatron/core/transformer/attention.py at
+# f41b4fd4; `forward` calls it `if self.checkpoint_core_attention and self.training`, at
+# 00c2c0ad), under `recompute_granularity == 'selective'` with "core_attn" among
+# `recompute_modules`, its default (transformer_config.py at 002526d8: 'default:
+# ["core_attn"]', "core_attn" by "normal checkpointing"). Its TEDotProductAttention calls TE's
+# DotProductAttention.forward without `checkpoint_core_attention` (TE's own checkpoint left
+# off): Megatron's checkpoint wraps the TE call. Its CheckpointFunction runs the function
+# under torch.no_grad() and saves its inputs alone (tensor_parallel/random.py at cf547dea), so
+# it keeps q, k and v and recomputes the rest: a fused kernel's fp32 log-sum-exp (in bf16
+# training as under FP8) and its output. That output is the out-projection's
+# input, which a bf16 linear keeps itself; Transformer Engine's FP8 linear keeps only its FP8
+# copy (state/activations_fp8.py), so under FP8 the bf16 output goes too
+# (docs/nemo-memory.md). Megatron-DeepSpeed (microsoft/Megatron-DeepSpeed
+# megatron/model/transformer.py at 1e3fc81d, ParallelAttention) sets
+# `checkpoint_core_attention` only without FlashAttention and calls `core_attention_flash`
+# outside any checkpoint: under flash it keeps the kernel's saved tensors
+# (`fused_core_checkpointed` False, state/accounting.py).
 FP8_OUT_PROJECTION = "out-projection input (FP8 copy)"
-CORE_ATTENTION_OUTPUTS = ("out-projection input", "logsumexp (fp32)")
+OUT_PROJECTION_INPUT = "out-projection input"
+LOGSUMEXP = "logsumexp (fp32)"
 
 
-def kept(items: list[Item], recompute: str, modules: tuple[str, ...] = ()) -> list[Item]:
-    """Selective recompute (Korthikanti et al. §5) recomputes the s×s terms (under TE's FP8
-    linears, the fused attention's output and statistics too); with `modules`
-    (training.recompute_modules), what those modules hold instead."""
+def kept(
+    items: list[Item],
+    recompute: str,
+    modules: tuple[str, ...] = (),
+    fused_core_checkpointed: bool = True,
+) -> list[Item]:
+    """Selective recompute (Korthikanti et al. §5) recomputes the core attention: its s×s
+    terms, a fused kernel's log-sum-exp (where the kernel runs inside the checkpoint) and,
+    under TE's FP8 linears, its output; with `modules` (training.recompute_modules), what
+    those modules hold instead (the core with core_attn)."""
     if recompute != "selective":
         return list(items)
     dropped = {name for m in modules for name in MODULE_ITEMS.get(m, ())}
-    scores = not modules or "core_attn" in modules
-    if scores and any(i.name == FP8_OUT_PROJECTION for i in items):
-        dropped.update(CORE_ATTENTION_OUTPUTS)
-    return [i for i in items if not ((scores and i.scores) or i.name in dropped)]
+    fused = any(i.name == LOGSUMEXP for i in items)
+    core = (not modules or "core_attn" in modules) and (fused_core_checkpointed or not fused)
+    if core:
+        dropped.add(LOGSUMEXP)
+        if any(i.name == FP8_OUT_PROJECTION for i in items):
+            dropped.add(OUT_PROJECTION_INPUT)
+    return [i for i in items if not ((core and i.scores) or i.name in dropped)]
 
 
 def mtp_items(
