@@ -4,6 +4,7 @@ and how the loss is chunked."""
 
 from __future__ import annotations
 
+from tiersim.config.kv_head_split import megatron_core_gathers
 from tiersim.config.loss_chunks import DEFAULT_LOSS_CHUNKS
 from tiersim.config.schema import PRECISION_BYTES, Scenario
 from tiersim.state.activation_kinds import DEFAULT_KERNEL, MEGATRON_DROPOUT, Accounting
@@ -46,10 +47,6 @@ def core_checkpointed(implementation: str, framework: str | None, kernel: str) -
 
 
 def _kv_heads_held(s: Scenario) -> int:
-    """t where Megatron's layers gather the QKV output (t > kv heads, no latent attention:
-    each rank keeps one KV head, workload/qkv_gather.py); else 0."""
-    m, t = s.model, s.parallel.tensor
-    kv = m.kv_heads or m.heads
-    if s.training.implementation != "megatron" or not kv or m.kv_lora_rank is not None:
-        return 0
-    return t if t > kv else 0
+    """t where Megatron-Core's layers gather the QKV output (t > kv heads under its tensor
+    parallelism, config/kv_head_split.py: each rank keeps one KV head); else 0."""
+    return s.parallel.tensor if megatron_core_gathers(s) else 0
