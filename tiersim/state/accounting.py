@@ -28,21 +28,27 @@ def accounting_for(s: Scenario, device: str = "cuda") -> Accounting:
         recompute_modules=tuple(s.training.recompute_modules or ()),
         recompute_every=s.training.recompute_every or 1,
         fp8_linears=s.training.fp8 is not None and impl == "megatron",
-        core_checkpointed=core_checkpointed(impl, s.training.framework, kernel),
+        core_checkpointed=core_checkpointed(impl, s.training.framework, kernel, s.parallel.context),
         loss_chunks=s.training.loss_chunks or DEFAULT_LOSS_CHUNKS[impl],
         recompute=s.training.recompute,
         kv_heads_held=_kv_heads_held(s),
     )
 
 
-def core_checkpointed(implementation: str, framework: str | None, kernel: str) -> bool:
+def core_checkpointed(
+    implementation: str, framework: str | None, kernel: str, context: int = 1
+) -> bool:
     """Whether selective recompute's checkpoint holds the attention core (state/activation_policy.py
-    cites each): Megatron-Core's whatever the kernel; Megatron-DeepSpeed's (framework: deepspeed
-    with Megatron's layer) its classic (eager) attention only, FlashAttention running outside;
-    transformers' layers under tiersim's checkpoint (state/hf_selective.py) whatever the kernel;
-    torchtitan's layer has no core checkpoint of its own (its SDPA keeps what it saves)."""
+    cites each): Megatron-Core's whatever the kernel (under context parallelism TE's exchange
+    with it, workload/context.py); Megatron-DeepSpeed's (framework: deepspeed with Megatron's
+    layer) its classic (eager) attention only, FlashAttention running outside, and without its
+    sequence parallelism (`context` > 1: DeepSpeed-Ulysses' DistributedAttention runs
+    outside any checkpoint, ParallelAttention at 1e3fc81d sets `checkpoint_core_attention`
+    only without it); transformers' layers under tiersim's checkpoint (state/hf_selective.py)
+    whatever the kernel; torchtitan's layer has no core checkpoint of its own (its SDPA keeps
+    what it saves)."""
     if implementation == "megatron":
-        return framework != "deepspeed" or kernel == "eager"
+        return framework != "deepspeed" or (kernel == "eager" and context == 1)
     return implementation == "huggingface"
 
 

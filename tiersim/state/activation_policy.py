@@ -47,7 +47,10 @@ MODULE_ITEMS = {
 # megatron/model/transformer.py at 1e3fc81d, ParallelAttention) sets
 # `checkpoint_core_attention` only without FlashAttention and calls `core_attention_flash`
 # outside any checkpoint: under flash it keeps the kernel's saved tensors and its backward
-# reruns nothing of the core (`Accounting.core_checkpointed` False, state/accounting.py). What
+# reruns nothing of the core (`Accounting.core_checkpointed` False, state/accounting.py); with
+# its sequence parallelism (DeepSpeed-Ulysses) `dist_attn` runs outside it whatever the kernel.
+# Under context parallelism Megatron-Core's checkpointed core holds TE's K/V exchange, rerun
+# with it (workload/context.py `rerun_share`). What
 # the layer keeps (`kept`) and what its backward reruns (workload/kernels.py
 # `selective_recompute`, workload/stage_times.py) read that one field through `core_recomputed`.
 FP8_OUT_PROJECTION = "out-projection input (FP8 copy)"

@@ -26,7 +26,22 @@ rank's s/c tokens, its tensor-parallel share; `chunk` their bytes):
   into s tokens x heads/c before attention, and one turns the output back: each sends
   (c - 1)/c of its tensor; backward, the same for the gradients. Blocking. Heads must divide
   by c (tiersim/config/mesh.py).
-Full recompute reruns the forward's exchange before backward.
+The backward runs the forward's exchange again where the forward reruns the attention core:
+full recompute on its share of the layers (`comms.redone_share`), and selective recompute on
+every layer where its checkpoint holds the core (`core_recomputed`, state/activation_policy.py:
+the one decision that also drops the core's tensors and times its rerun). Megatron-Core's
+checkpoint wraps `self.core_attention` (megatron/core/transformer/attention.py
+`_checkpointed_attention_forward`, NVIDIA/Megatron-LM at 00c2c0ad), built with the layer's
+`cp_comm_type`; under context parallelism that is Transformer Engine's DotProductAttention,
+whose `attn_forward_func_with_cp` runs the exchange inside the core (transformer_engine/
+pytorch/attention/dot_product_attention/context_parallel.py at 015d2257):
+`AttnFuncWithCPAndKVP2P.forward` sends the concatenated K/V buffer c - 1 times
+(`flash_attn_p2p_communicate`), `AttnFuncWithCPAndKVAllGather` all-gathers K and V,
+`AttnFuncWithCPAndQKVOA2A` exchanges Q, K, V before and the output after. The rerun is that
+forward once more: one forward's exchange, its ring split as the forward's (exposed beyond
+the (c - 1)/c of the rerun attention it runs beside, the rest beside it), added to the
+backward's. Megatron-DeepSpeed's Ulysses (`DistributedAttention`) runs outside any
+checkpoint (state/accounting.py `core_checkpointed`): nothing rerun.
 """
 
 from __future__ import annotations
@@ -38,6 +53,7 @@ from tiersim.config.schema import PRECISION_BYTES
 from tiersim.core.records import record
 from tiersim.hardware.collectives import group_link
 from tiersim.hardware.resources import NetChannel, Network
+from tiersim.state.activation_policy import core_recomputed
 from tiersim.state.context import gathered_kv_bytes as gathered_kv_bytes
 from tiersim.state.context import kv_chunk_bytes, kv_values_per_token, local_tokens
 from tiersim.state.model import Transformer
@@ -117,6 +133,13 @@ def _scaled(c: Comm | None, share: float) -> Comm | None:
     return Comm(c.name, c.nbytes * share, c.latency_s * share, c.resource, c.group)
 
 
+def rerun_share(r: Resolved) -> float:
+    """The share of the layers whose forward exchange the backward runs again (module
+    docstring): every layer where selective recompute reruns the core, full recompute's
+    share, else none."""
+    return 1.0 if core_recomputed(r.accounting) else redone_share(r)
+
+
 def ring_comms(r: Resolved, model: Transformer) -> ContextComms:
     c = r.execution.parallel.context
     chunk = kv_chunk_bytes(r, model)
@@ -127,8 +150,8 @@ def ring_comms(r: Resolved, model: Transformer) -> ContextComms:
     f_alone, b_alone = alone_s(r, fwd), alone_s(r, bwd)
     f_block, f_rest = _split("cp ring", fwd, f_alone - attn_f * covered, f_alone)
     b_block, b_rest = _split("cp ring backward", bwd, b_alone - attn_b * covered, b_alone)
-    again = redone_share(r)
-    if again:  # the forward's ring again, before backward (1/N of the layers: recompute_every)
+    again = rerun_share(r)
+    if again:  # the forward's ring again, before backward (the rerun core's, `rerun_share`)
         b_block = _joined("cp ring backward", b_block, _scaled(f_block, again))
         b_rest = _joined("cp ring backward (overlapped)", b_rest, _scaled(f_rest, again))
     return ContextComms(f_block, b_block, f_rest, b_rest)
@@ -139,7 +162,7 @@ def all_gather_comms(r: Resolved, model: Transformer) -> ContextComms:
     gathered = c * kv_chunk_bytes(r, model)
     fwd = comm(r, "cp all-gather", "context", "all_gather", gathered)
     rs = comm(r, "cp reduce-scatter", "context", "reduce_scatter", gathered)
-    calls = 1 + redone_share(r)
+    calls = 1 + rerun_share(r)
     again = comm(r, "cp all-gather", "context", "all_gather", gathered, calls)
     return ContextComms(fwd, _joined("cp backward", again, rs))
 
@@ -156,7 +179,7 @@ def all_to_all_comms(r: Resolved, model: Transformer) -> ContextComms:
     channel = Network(NetChannel(link.kind))
     latency = 4 * (c - 1) * link.latency  # four all-to-alls (Q, K, V; output)
     fwd = Comm("cp all-to-all", one_pass, latency, channel, "context")
-    calls = 1 + redone_share(r)
+    calls = 1 + rerun_share(r)
     bwd = Comm("cp all-to-all backward", one_pass * calls, latency * calls, channel, "context")
     return ContextComms(fwd, bwd)
 
