@@ -349,11 +349,11 @@ class TrainingPasses:
         return self.after_reduction(u, mb, step, done, read)
 
     def after_reduction(
-        self, u: int, mb: int, step: int, done: int, read: int | None, held: bool = True
+        self, u: int, mb: int, step: int, done: int, read: int | None, held: list | None = None
     ) -> int | None:
         """Unit u's gradients, reduced (or not due) at op `done`: kept (ready there), or
-        written home after it (on the stream where its copies run there; `held`: from the
-        buffer its backward allocated, freed then)."""
+        written home after it (on the stream where its copies run there), the buffer its
+        backward allocated freed then (`held`: these bytes of it: engine/bucket_flush.py)."""
         unit, gpu, home = self.units[u], self.c.gpu, self.homes[u]["gradients"]
         last = mb == self.last_microbatch
         if self.gradients_stay[u] or (self.once and not last):  # DeepSpeed ZeRO-1's: held
@@ -363,8 +363,8 @@ class TrainingPasses:
         op = self.ops.move(
             "gradients", label, step, gpu, home, nbytes, [done, read], alloc_dst=False
         )
-        if held:  # (else freed already: copied into DeepSpeed's bucket, engine/bucket_flush.py)
-            self.ops.free_all_after(op, gpu, [n for _, n in self.backward_alloc[u]])
+        if freed := [n for _, n in self.backward_alloc[u]] if held is None else held:
+            self.ops.free_all_after(op, gpu, freed)
         self.ready.gradients[u] = host_accumulation(self.c, self.ops, u, mb, step, op)
         if last:
             after_boundary_write(self.c, self.ops, self.ready, u, step, op)

@@ -81,7 +81,7 @@ class Workload:
     parts_per_layer: int = 1  # fetch units per layer (DeepSpeed: its submodules)
     bucket_reduces: tuple[int, ...] = ()  # ZeRO-1/2 bucket reduces per unit and micro-batch
     # (workload/reduce_buckets.py; empty: offload.reduce_bucket_size not given)
-    gradient_buckets: tuple = ()  # each unit's DeepSpeed bucket reduction issued after its
+    gradient_buckets: tuple = ()  # the DeepSpeed bucket reductions issued after each unit's
     # backward (workload/gradient_buckets.py; empty: one reduction a unit)
 
 
@@ -360,7 +360,7 @@ def build_workload(
         tiling=tiling,
         parts_per_layer=per_layer,
         bucket_reduces=bucket_reduces(r, model, inv.stage, len(units)),
-        gradient_buckets=gradient_buckets(r, units, by_chunk),
+        gradient_buckets=gradient_buckets(r, units, by_chunk, inv.stage, model),
     )
 
 
