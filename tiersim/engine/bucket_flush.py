@@ -39,9 +39,14 @@ class Bucket:
     so far, the reductions that carried them]; and each unit's bytes held in its own storage
     (its tensors larger than the bucket)."""
 
-    __slots__ = ("held", "waiting")
+    __slots__ = ("held", "kind", "waiting")
 
     def __init__(self, c: Any = None, held: dict | None = None, waiting: list | None = None):
+        # DeepSpeed stage 0's all-reduces run on the compute stream after the backward
+        # (workload/gradient_buckets.py): the GPU waits for each; else the passes' kind
+        self.kind = None
+        if c is not None and c.res.execution.parallel.zero_stage == 0:
+            self.kind = OpKind.SYNC
         if c is not None:
             held = {}
             for flushes in c.wl.gradient_buckets:
@@ -53,7 +58,9 @@ class Bucket:
         self.waiting: list[list] = waiting or []
 
     def fork(self) -> Bucket:
-        return Bucket(None, self.held, [[u, r, at, list(ops)] for u, r, at, ops in self.waiting])
+        twin = Bucket(None, self.held, [[u, r, at, list(ops)] for u, r, at, ops in self.waiting])
+        twin.kind = self.kind
+        return twin
 
     def add(self, passes: Any, u: int, mb: int, step: int, bwd: int, read: int | None) -> None:
         """Unit u's gradients, due after its backward `bwd`, into the bucket; the buckets the
@@ -76,7 +83,7 @@ class Bucket:
         stay = passes.gradients_stay[v] or (passes.once and mb != passes.last_microbatch)
         freed = flush.held if flush.held and passes.scatters[v] and stay else 0
         free = ((passes.c.gpu, freed),) if freed else ()
-        reduced = ops.net(flush.comm, step, (bwd,), passes.reduce_kind, free=free)
+        reduced = ops.net(flush.comm, step, (bwd,), self.kind or passes.reduce_kind, free=free)
         passes.in_flight.issue(ops, reduced if passes.scatters[u] else None, step, units[u].name)
         for w in self.waiting:
             if w[0] in flush.units:
@@ -89,17 +96,19 @@ class Bucket:
             passes.after_reduction(w[0], mb, step, after, w[1], held)
 
     def _taken(self, flush: Any, units: Any) -> list[list]:
-        """The bucket's pieces taken from the waiting units in order: the units whose last
-        elements it carries, out of the queue (a piece out of order is a bug: the plan
-        follows the passes' order, each chunk's units last to first)."""
+        """The bucket's pieces taken from the waiting units: the units whose last elements
+        it carries, out of the queue (a piece of a unit not arrived, or not where its last
+        one ended, is a bug: the plan follows the passes' order, each chunk's units last to
+        first)."""
         done = []
         for k, (v, first, end) in enumerate(flush.pieces):
-            w = self.waiting[0] if self.waiting else None
-            if w is None or w[0] != v or w[2] != first or end > units[v].params:
+            w = next((w for w in self.waiting if w[0] == v), None)
+            if w is None or w[2] != first or end > units[v].params:
                 raise RuntimeError(f"bucket {flush.pieces}: piece {k}, waiting {self.waiting}")
             w[2] = end
             if end == units[v].params:
-                done.append(self.waiting.pop(0))
+                self.waiting.remove(w)
+                done.append(w)
             elif k != len(flush.pieces) - 1:
                 raise RuntimeError(f"bucket {flush.pieces}: {v} cut before its last piece")
         return done

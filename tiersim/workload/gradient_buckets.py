@@ -20,6 +20,17 @@ adds its gradient to the bucket, and reduces the bucket first when it would over
 `reduce_bucket_size` is `training.offload.reduce_bucket_size`, DeepSpeed's 5e8 elements where
 left out (config/deepspeed.py `reduce_bucket`).
 
+- Stage 0 (no ZeRO; microsoft/DeepSpeed deepspeed/runtime/engine.py @ 00409037): nothing is
+  reduced during the backward. `backward()` runs `loss.backward()`, then
+  `self.allreduce_gradients()` with its default `bucket_size=MEMORY_OPT_ALLREDUCE_SIZE`
+  (500000000; the config's `allreduce_bucket_size` is not passed there), which at the
+  accumulation boundary runs `buffered_allreduce_fallback`: the gradients in
+  `self.module.named_parameters()` order, split by dtype, through `allreduce_no_retain`:
+  `small_bucket.append(tensor); numel = numel + tensor.numel(); if numel >
+  numel_per_bucket: self.allreduce_and_copy(small_bucket)` (the tensor that overflows goes
+  in first), the rest at the end; `allreduce_and_copy` flattens the bucket, `dist.all_reduce`s
+  it and copies it back, on the compute stream: the GPU waits for each bucket in turn.
+
 The model, tensor by tensor: each unit's gradient tensors (this GPU's elements, after tensor
 division: workload/unit_tensors.py, the model's matrices, biases and norm vectors) arrive in
 the backward's order (each model chunk's units last to first, a unit's tensors in the reverse
@@ -37,6 +48,13 @@ bucket is reduced alone (DeepSpeed's `extra_large_param_to_reduce`), from its ow
 the next gradient's process group differs (routed experts'), and the order ZeRO-1 without
 overlap_comm walks its parameters at the boundary (its group order; every reduction then
 runs on the compute stream, so the step's sum is the same).
+
+Stage 0 (dsbucket2): its buckets by `allreduce_flushes` over every unit's tensors in the
+listing's order (units first to last), each an all-reduce (`data_comms`' for stage 0), all
+issued after the chunk's last backward of the accumulation boundary and run on the GPU's
+stream one after another (engine/bucket_flush.py). Not modelled there: the split by dtype
+(one gradient dtype here), the routed experts' own group, the flatten and copy-back kernels
+and the flattened bucket's transient memory.
 
 With a bucket no larger than a unit's smallest tensor, every tensor is reduced alone; with
 a bucket larger than the stage's gradients, once, after the backward; where every bucket
@@ -81,6 +99,9 @@ class Flush:
         return tuple(dict.fromkeys(p[0] for p in self.pieces))
 
 
+STAGE0 = 500_000_000  # engine.py MEMORY_OPT_ALLREDUCE_SIZE: stage 0's bucket, not configurable
+
+
 def flushes(sizes: Sequence[int], bucket: int) -> list[list[int]]:
     """DeepSpeed's bucket rule over gradients of `sizes` elements arriving in that order: the
     positions each bucket reduction carries, a bucket flushed where the next gradient would
@@ -99,12 +120,27 @@ def flushes(sizes: Sequence[int], bucket: int) -> list[list[int]]:
     return out
 
 
+def allreduce_flushes(sizes: Sequence[int], bucket: int) -> list[list[int]]:
+    """DeepSpeed stage 0's rule (`STAGE0` above): each gradient appended, then the bucket
+    all-reduced once it holds more than `bucket` elements; the rest at the end."""
+    out: list[list[int]] = []
+    pending: list[int] = []
+    filled = 0
+    for i, size in enumerate(sizes):
+        pending.append(i)
+        filled += size
+        if filled > bucket or i == len(sizes) - 1:
+            out.append(pending)
+            pending, filled = [], 0
+    return out
+
+
 def tensor_flushes(
-    tensors: Sequence[Sequence[int]], bucket: int
+    tensors: Sequence[Sequence[int]], bucket: int, rule=flushes
 ) -> list[tuple[tuple[int, int, int], ...]]:
-    """The rule over units' gradient tensors (each unit's in its backward's order, the units
-    in the order their backwards run): each bucket as (unit position, first, end) pieces, a
-    unit's consecutive tensors in a bucket one piece of its elements [first, end)."""
+    """`rule` over units' gradient tensors (each unit's in the order they go in, the units
+    in that order too): each bucket as (unit position, first, end) pieces, a unit's
+    consecutive tensors in a bucket one piece of its elements [first, end)."""
     sizes, owner, start, at = [], [], [], {}
     for k, unit in enumerate(tensors):
         offset = 0
@@ -114,7 +150,7 @@ def tensor_flushes(
             start.append(offset)
             offset += size
     out = []
-    for group in flushes(sizes, bucket):
+    for group in rule(sizes, bucket):
         at.clear()
         for i in group:  # a unit's tensors in a bucket are consecutive: one piece each
             k = owner[i]
@@ -125,9 +161,8 @@ def tensor_flushes(
 
 
 def applies(r: Resolved) -> bool:
-    """DeepSpeed with a ZeRO stage: its gradient reductions go by bucket."""
-    ex = r.execution
-    return ex.offload.framework == "deepspeed" and ex.parallel.zero_stage >= 1
+    """DeepSpeed (with ZeRO, or stage 0's all-reduce): its gradient reductions go by bucket."""
+    return r.execution.offload.framework == "deepspeed"
 
 
 def gradient_buckets(
@@ -135,20 +170,27 @@ def gradient_buckets(
 ) -> tuple[tuple[Flush, ...], ...]:
     """The bucket reductions issued after each unit's backward, in order (none: its
     gradients carried by a later unit's, or none to reduce); () where reductions are the
-    generic engine's, one a unit (not DeepSpeed with ZeRO, or nothing to reduce)."""
+    generic engine's, one a unit (not DeepSpeed, or nothing to reduce)."""
     if not applies(r) or all(u.dp_gradients is None for u in units):
         return ()
-    bucket = reduce_bucket(r.execution.offload.reduce_bucket_size)
+    stage0 = r.execution.parallel.zero_stage == 0
+    bucket = STAGE0 if stage0 else reduce_bucket(r.execution.offload.reduce_bucket_size)
     tensors = unit_tensors(r, units, stage, model)
     plan: list[list[Flush]] = [[] for _ in units]
     for chunk in chunks:
         order = [u for u in reversed(chunk) if units[u].dp_gradients is not None]
-        for group in tensor_flushes([tensors[u] for u in order], bucket):
+        if stage0:  # after the backward, in named_parameters' order (the listing's)
+            order.reverse()
+            groups = tensor_flushes([tensors[u][::-1] for u in order], bucket, allreduce_flushes)
+        else:
+            groups = tensor_flushes([tensors[u] for u in order], bucket)
+        for group in groups:
             pieces = tuple((order[k], first, end) for k, first, end in group)
             u, first, end = pieces[-1]
-            big = len(pieces) == 1 and end - first > bucket  # DeepSpeed's extra-large one
+            big = len(pieces) == 1 and end - first > bucket and not stage0  # extra-large
             held = share(units[u].gradients_full, first, end, units[u].params) if big else 0
-            plan[u].append(Flush(pieces, bucket_comm(r, units, pieces), held))
+            after = order[0] if stage0 and order else u  # stage 0's: the chunk's last backward
+            plan[after].append(Flush(pieces, bucket_comm(r, units, pieces), held))
     return tuple(tuple(f) for f in plan)
 
 
