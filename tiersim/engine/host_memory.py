@@ -262,12 +262,11 @@ def host_events(res: Resolved, inv: Inventory, wl: Workload, depth: int) -> list
     docstring says which); `wl`, `depth`: the run's workload and prefetch depth."""
     c = Context.of(res, wl, depth)
     steps = _Steps()
-    units = [unit.hpz_secondary for unit in wl.units]  # ZeRO++ hpZ's, under offload_param
-    hpz = SecondaryEvents(res, res.machine.cpu.memory, units)
+    whole = [u.hpz_secondary for u in wl.units]  # ZeRO++ hpZ's, under offload_param
+    hpz = SecondaryEvents(res, res.machine.cpu.memory, whole, [u.hpz_persistent for u in wl.units])
     _start(steps, c, inv, hpz)
     _passes(steps, c, hpz)
-    _optimizer(steps, c, inv.stage)
-    hpz.dropped(steps, f"{OPT}: _post_step")
+    hpz.around_update(steps, lambda: _optimizer(steps, c, inv.stage))
     return steps.events
 
 

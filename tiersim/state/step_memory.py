@@ -317,8 +317,7 @@ def build_events(r: Resolved, inv: Inventory, stage: int) -> list[Event]:
         steps, "cool-down: the pipeline's flush" if cooled else "backward: embeddings"
     )
     ds_buckets.bucket_at_end_of_backward(steps, r, "backward: ZeRO's gradient epilogue", stage)
-    optimizer_step(steps, r, stage, apex.at_step_buckets)
-    p.hpz.dropped(steps, "optimizer step: _post_step")
+    p.hpz.around_update(steps, lambda: optimizer_step(steps, r, stage, apex.at_step_buckets))
     return steps.events
 
 

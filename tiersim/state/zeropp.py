@@ -16,12 +16,16 @@ is freed after the update, and the next step's first forward makes it again, a p
 each release. So in the step's memory timelines it is allocated unit by unit as the first
 micro-batch's forward releases each (held from the start of the last micro-batch's timeline
 where there are two or more), and freed after the optimizer step: the update's peak holds it.
+Persistent parameters (at most `stage3_param_persistence_threshold` values) are never
+released in the passes; `step`'s `_partition_all_parameters` (the coordinator's
+`release_and_reset_all`) partitions them before the update, making theirs then.
 The inventory counts it in the weights class (the step's peak holds it whole from the first
 forward's end through the update)."""
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from tiersim.config.mesh import Mesh
@@ -66,23 +70,32 @@ def secondary_values(n: int, d: int, h: int) -> int:
     return math.ceil(n / d) * d // h
 
 
-def secondary_tensors(r: Resolved, mats: list[Matrix]) -> list[tuple[int, int]]:
-    """(bytes, count) of the hpZ secondary partition's tensors of these tensors one GPU
-    holds, each tensor padded to a multiple of d (module docstring); none without hpZ."""
+def secondary_tensors(r: Resolved, mats: list[Matrix]) -> list[tuple[int, int, int]]:
+    """(bytes, count, the tensor's values) of the hpZ secondary partition's tensors of these
+    tensors one GPU holds, each padded to a multiple of d (module docstring); none without
+    hpZ."""
     tr, par = r.execution.training, r.execution.parallel
     h = hpz_ranks(tr, par)
     if h <= 1:
         return []
     d, value = Mesh.of(par).world, PRECISION_BYTES[tr.precision.weights]
     return [
-        (secondary_values(n, d, h) * (FP32 if fp32 else value), count)
+        (secondary_values(n, d, h) * (FP32 if fp32 else value), count, n)
         for _, _, n, count, fp32 in held_tensors(tr, mats)
     ]
 
 
 def secondary_weight_bytes(r: Resolved, mats: list[Matrix]) -> int:
     """Bytes of the hpZ secondary partition of these tensors one GPU holds (0 without hpZ)."""
-    return sum(nbytes * count for nbytes, count in secondary_tensors(r, mats))
+    return sum(nbytes * count for nbytes, count, _ in secondary_tensors(r, mats))
+
+
+def persistent_secondary_bytes(r: Resolved, mats: list[Matrix]) -> int:
+    """The part of it in persistent parameters (at most `stage3_param_persistence_threshold`
+    values: parameter_offload.py `mark_persistent_parameters`), which no use releases: made
+    only by `step`'s `_partition_all_parameters` before the update (module docstring)."""
+    limit = r.execution.offload.param_persistence_threshold or 0
+    return sum(b * count for b, count, n in secondary_tensors(r, mats) if n <= limit)
 
 
 def secondary_home(r: Resolved) -> str | None:
@@ -95,40 +108,48 @@ def secondary_home(r: Resolved) -> str | None:
 
 
 class SecondaryEvents:
-    """The secondary partition's allocations on one tier's timeline (module docstring):
-    `units`, each unit's bytes in the timeline's unit order (0 where it lives elsewhere)."""
+    """The secondary partition's allocations on one tier's timeline (module docstring): each
+    unit's bytes in the timeline's unit order, and the part of them in persistent parameters
+    (0 where it lives elsewhere). A released parameter's is made by the step's first forward;
+    a persistent one's, never released in the passes, by `step`'s `_partition_all_parameters`
+    (its coordinator's `release_and_reset_all` partitions every parameter) before the update;
+    all freed by `_post_step` after it."""
 
-    def __init__(self, r: Resolved, tier: str, units: list[int]):
+    def __init__(self, r: Resolved, tier: str, units: list[int], persistent: list[int]):
         here = secondary_home(r) == tier  # None without hpZ
-        self.units = [n if here else 0 for n in units]
-        self.total = sum(self.units)
+        self.persistent = sum(persistent) if here else 0
+        self.units = [n - k if here else 0 for n, k in zip(units, persistent, strict=True)]
+        self.total = sum(self.units) + self.persistent
         self.first = r.execution.training.grad_accumulation == 1  # the last mb is the first
 
     @classmethod
     def of_stage(cls, r: Resolved, stage: int, tier: str) -> SecondaryEvents:
         """One GPU of `stage`'s: each layer's, then the rest's (embeddings, final norm, head)."""
         if secondary_home(r) != tier:
-            return cls(r, tier, [])
+            return cls(r, tier, [], [])
         par = r.execution.parallel
         et = Mesh.of(par).expert_tensor
         args = (stage, par.pipeline, par.tensor, par.expert, et, par.stage_layers)
         units = unit_matrices(r.model, r.units, *args)
-        return cls(r, tier, [secondary_weight_bytes(r, mats) for mats in units])
+        whole = [secondary_weight_bytes(r, mats) for mats in units]
+        return cls(r, tier, whole, [persistent_secondary_bytes(r, mats) for mats in units])
 
     def at_start(self, steps, at: str) -> None:
         """Made by an earlier micro-batch's forward: held from the start."""
         if not self.first:
-            steps.alloc(at, "start", "hpz", SECONDARY, self.total)
+            steps.alloc(at, "start", "hpz", SECONDARY, sum(self.units))
 
     def made(self, steps, at: str, u: int) -> None:
         """Unit u released after its forward: its secondary made (the step's first forward)."""
-        if self.first:
-            steps.alloc(
-                at, "forward", f"hpz {u}", SECONDARY, self.units[u] if u < len(self.units) else 0
-            )
+        if self.first and u < len(self.units):
+            steps.alloc(at, "forward", f"hpz {u}", SECONDARY, self.units[u])
 
-    def dropped(self, steps, at: str) -> None:
-        """`_post_step`'s `invalidate_secondary_tensor`, after the update."""
-        steps.free(at, "optimizer", "hpz", SECONDARY)
-        for u in range(len(self.units)):
-            steps.free(at, "optimizer", f"hpz {u}", SECONDARY)
+    def around_update(self, steps, update: Callable[[], None]) -> None:
+        """The persistent parameters' made before the update (`_partition_all_parameters`),
+        every one freed after it (`_post_step`'s `invalidate_secondary_tensor`)."""
+        at = "optimizer step: _partition_all_parameters"
+        steps.alloc(at, "optimizer", "hpz persistent", SECONDARY, self.persistent)
+        update()
+        at = "optimizer step: _post_step"
+        for key in ("hpz", "hpz persistent", *(f"hpz {u}" for u in range(len(self.units)))):
+            steps.free(at, "optimizer", key, SECONDARY)

@@ -108,8 +108,8 @@ def rounding_bytes(res: Resolved, plan: OffloadPlan, inv: Inventory) -> int:
         if getattr(res.execution.placement, cls) != host or not per_gpu[cls]:
             continue
         whole, apart = per_gpu[cls], _hpz_secondary(res, inv) if cls == "weights" else []
-        whole -= sum(n * count for n, count in apart)
-        extra += sum((pinned_size(n) - n) * count for n, count in apart)
+        whole -= sum(n * count for n, count, _ in apart)
+        extra += sum((pinned_size(n) - n) * count for n, count, _ in apart)
         if plan.pinned_per_tensor:
             sizes = _class_tensor_bytes(res, inv, cls)
             extra += sum(pinned_size(n) - n for n in sizes)
@@ -118,10 +118,10 @@ def rounding_bytes(res: Resolved, plan: OffloadPlan, inv: Inventory) -> int:
     return extra
 
 
-def _hpz_secondary(res: Resolved, inv: Inventory) -> list[tuple[int, int]]:
+def _hpz_secondary(res: Resolved, inv: Inventory) -> list[tuple[int, int, int]]:
     """DeepSpeed ZeRO++ hpZ's secondary partition under offload_param, pinned tensor by tensor
     (partition_parameters.py `_partition_param_sec`: `secondary_partitioned_tensor.pin_memory()`
-    where `pin_memory`): (bytes, count) of its tensors (state/zeropp.py)."""
+    where `pin_memory`): its tensors (state/zeropp.py `secondary_tensors`)."""
     par = res.execution.parallel
     mats = stage_matrices(res.model, res.units, inv.stage, par.pipeline, par.tensor)
     return secondary_tensors(res, mats)

@@ -60,3 +60,4 @@ class Unit:
     # reduces their gradients (workload/zeropp.py qgz_shapes)
     grad_shapes: tuple[tuple[int, int, int, int], ...] = ()
     hpz_secondary: int = 0  # bytes of ZeRO++ hpZ's secondary partition of it (state/zeropp.py)
+    hpz_persistent: int = 0  # ... of which in persistent parameters
