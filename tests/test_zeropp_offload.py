@@ -78,6 +78,15 @@ def _hpz_events(timeline) -> list[tuple[str, int, bool]]:
     return [(e.moment, e.nbytes, e.alloc) for e in timeline.events if e.part == SECONDARY]
 
 
+# Persistent parameters (at most stage3_param_persistence_threshold, 1e5 values): GPT-2's
+# vectors, a layer's 13 x 768 = 9,984 values (secondary 9,984 / 8 x 2 = 2,496 B), ln_f's
+# 1,536 (384 B): 12 x 2,496 + 384 = 30,336 B; never released in the passes, their secondary is
+# made by step's _partition_all_parameters. The rest a layer 1,771,968 - 2,496 = 1,769,472 B,
+# the embeddings' 9,846,336 - 384 = 9,845,952 B.
+LAYER_REL, REST_REL, PERSISTENT = 1_769_472, 9_845_952, 30_336
+BEFORE, AFTER = "optimizer step: _partition_all_parameters", "optimizer step: _post_step"
+
+
 def test_host_timeline_holds_the_secondary_from_the_first_forward_to_the_update():
     # one micro-batch: the timeline's forward is the step's first, which makes it unit by
     # unit; _post_step frees it after the update (stage3.py step: after the sub-group loop)
@@ -86,13 +95,16 @@ def test_host_timeline_holds_the_secondary_from_the_first_forward_to_the_update(
     events = _hpz_events(t)
     made = [e for e in events if e[2]]
     assert made[:2] == [
-        ("forward: layer 0", LAYER_SEC, True),
-        ("forward: layer 1", LAYER_SEC, True),
+        ("forward: layer 0", LAYER_REL, True),
+        ("forward: layer 1", LAYER_REL, True),
     ]
-    assert made[-1] == ("forward: embeddings and head", REST_SEC, True)
-    assert sum(n for _, n, _ in made) == 12 * LAYER_SEC + REST_SEC == SECONDARY_ALL
+    assert made[-2:] == [
+        ("forward: embeddings and head", REST_REL, True),
+        (BEFORE, PERSISTENT, True),
+    ]
+    assert sum(n for _, n, _ in made) == 12 * LAYER_REL + REST_REL + PERSISTENT == SECONDARY_ALL
     freed = [e for e in events if not e[2]]
-    assert {m for m, _, _ in freed} == {"optimizer step: _post_step"}
+    assert {m for m, _, _ in freed} == {AFTER}
     assert sum(n for _, n, _ in freed) == SECONDARY_ALL
     resident = [e for e in t.events if e.part == "resident weights"]
     assert [e.nbytes for e in resident] == [PRIMARY]  # the primary alone at the start
@@ -100,9 +112,13 @@ def test_host_timeline_holds_the_secondary_from_the_first_forward_to_the_update(
     # two micro-batches: the last's timeline starts with the first's secondary made
     r = resolve(scenario(_raw(2, zero_hpz_partition_size=8)))
     events = _hpz_events(host_timeline(r, build_inventory(r)).timeline)
+    released = 12 * LAYER_REL + REST_REL
+    assert released == 31_079_616
     assert events == [
-        ("start of the step", SECONDARY_ALL, True),
-        ("optimizer step: _post_step", SECONDARY_ALL, False),
+        ("start of the step", released, True),
+        (BEFORE, PERSISTENT, True),
+        (AFTER, released, False),
+        (AFTER, PERSISTENT, False),
     ]
 
 
@@ -110,8 +126,8 @@ def test_gpu_timeline_holds_it_through_the_update():
     r = resolve(scenario(_raw(1, "hbm", zero_hpz_partition_size=8)))
     t = gpu_timeline(r, build_inventory(r))
     events = _hpz_events(t)
-    assert events[0] == ("forward: embeddings", REST_SEC, True)  # released after its forward
-    assert events[1] == ("forward: layer 0", LAYER_SEC, True)
+    assert events[0] == ("forward: embeddings", REST_REL, True)  # released after its forward
+    assert events[1] == ("forward: layer 0", LAYER_REL, True)
     i = next(k for k, e in enumerate(t.events) if e.part == SECONDARY and not e.alloc)
     # the last event before _post_step is the update's: it ran with all 31,109,952 B held
     assert t.events[i - 1].phase == "optimizer"
