@@ -107,6 +107,14 @@ def secondary_home(r: Resolved) -> str | None:
     return homes(r.execution.placement, r.machine)["weights"]
 
 
+def secondary_fields(r: Resolved, mats: list[Matrix]) -> dict[str, int]:
+    """A workload unit's (workload/unit.py): its secondary's bytes, and the persistent part."""
+    return {
+        "hpz_secondary": secondary_weight_bytes(r, mats),
+        "hpz_persistent": persistent_secondary_bytes(r, mats),
+    }
+
+
 class SecondaryEvents:
     """The secondary partition's allocations on one tier's timeline (module docstring): each
     unit's bytes in the timeline's unit order, and the part of them in persistent parameters

@@ -34,7 +34,7 @@ from tiersim.state.inventory import (
 from tiersim.state.placement import expert_homes, experts_placed_apart
 from tiersim.state.resolved import Resolved
 from tiersim.state.zero1_offload import host_partition, host_share
-from tiersim.state.zeropp import persistent_secondary_bytes, secondary_weight_bytes
+from tiersim.state.zeropp import secondary_fields
 from tiersim.workload.amax import per_layer_s as amax_per_layer_s
 from tiersim.workload.amax import with_amax_reduction
 from tiersim.workload.breakdown import StepBreakdown, step_breakdown
@@ -184,8 +184,7 @@ def _unit(
         expert_gradients_full=expert_g,
         expert_homed=expert_homed if expert_params else None,
         grad_shapes=qgz_shapes(r, mats),  # ZeRO++ qgZ's (none without it)
-        hpz_secondary=secondary_weight_bytes(r, mats),  # ZeRO++ hpZ's (0 without it)
-        hpz_persistent=persistent_secondary_bytes(r, mats),
+        **secondary_fields(r, mats),  # ZeRO++ hpZ's secondary partition (none without it)
         **(comms or {}),
     )
 
