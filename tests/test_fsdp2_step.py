@@ -117,7 +117,7 @@ def recorded(request):
     '-', then the steps with a model of their own. Muon's Newton-Schulz runs 2 iterations on
     the dense and grouped-query models, not torch's 5: the same StepPeaks, field for field
     (fsdp2_matrix.NS_STEPS_SAME_PEAKS; test_two_newton_schulz_iterations_peak_as_five), at
-    a fifth of the file's CPU less."""
+    18 % of the file's CPU less (docs/suite-time.md)."""
     pytest.importorskip("torch", reason="needs PyTorch (the `measure` extra)")
     pytest.importorskip("transformers", reason="needs transformers (the `measure` extra)")
     from functools import partial
