@@ -34,6 +34,7 @@ from tiersim.state.inventory import (
 )
 from tiersim.state.placement import expert_homes, experts_placed_apart
 from tiersim.state.resolved import Resolved
+from tiersim.state.sharding import held_gradient_precision
 from tiersim.state.zero1_offload import host_partition, host_share
 from tiersim.workload.amax import per_layer_s as amax_per_layer_s
 from tiersim.workload.amax import with_amax_reduction
@@ -153,7 +154,7 @@ def _unit(
     g_full = raw_parameter_bytes(tr, mats)["gradients"]
     if tr.framework == "fsdp":  # autograd's, reduce-scattered: param_dtype
         g_full, expert_g = params * compute_bytes, expert_params * compute_bytes
-    g_update = math.ceil(updated * PRECISION_BYTES[prec.gradients])
+    g_update = math.ceil(updated * PRECISION_BYTES[held_gradient_precision(tr)])
     w_updated = math.ceil(updated * PRECISION_BYTES[prec.weights])
     weights_read = 0 if master_bytes(prec) else w_updated  # no master: update weights in place
     touched = g_update + 2 * (homed["master"] + homed["optimizer"]) + w_updated + weights_read
