@@ -187,8 +187,9 @@ class Offload(Strict):
     framework, tiersim's generic engine (a whole layer at a time, nothing of the below)."""
 
     # fetch unit of sharded or offloaded weights: a whole layer (FSDP2's fully_shard per block,
-    # Megatron) or each submodule (DeepSpeed ZeRO-3), bucketed by the two DeepSpeed keys below
-    fetch: Literal["layer", "submodule"] | None = None
+    # Megatron), each submodule (DeepSpeed ZeRO-3), bucketed by the two DeepSpeed keys below, or
+    # the whole model (FSDP2's fully_shard on the root alone: Accelerate's NO_WRAP; fsdp only)
+    fetch: Literal["layer", "submodule", "model"] | None = None
     prefetch_bucket_size: Count | None = None  # parameters (stage3_prefetch_bucket_size)
     max_live_parameters: Count | None = None  # parameters (stage3_max_live_parameters)
     # an operator too large for GPU memory runs as sequential tiles (ZeRO-Infinity)

@@ -252,22 +252,27 @@ def _checkpointing(out: Mapped, body: dict[str, Any], version: int) -> None:
 
 
 def _wrap(out: Mapped, body: dict[str, Any]) -> None:
-    """tiersim gathers one layer at a time: TRANSFORMER_BASED_WRAP's unit. Accelerate's
-    default, NO_WRAP, makes the whole model one unit, gathered whole in forward and backward."""
+    """TRANSFORMER_BASED_WRAP: a unit a layer, tiersim's default. Accelerate's default, NO_WRAP,
+    makes the whole model one unit (fully_shard on the root alone), gathered whole as the
+    forward starts and kept to the end of the backward: training.offload.fetch: model."""
     where = "fsdp_config.fsdp_auto_wrap_policy"
     policy = text(where, body.get("fsdp_auto_wrap_policy", "NO_WRAP"))
     if policy.upper() == "TRANSFORMER_BASED_WRAP":
         return
     said = policy if "fsdp_auto_wrap_policy" in body else "NO_WRAP (default)"
-    why = {
-        "NO_WRAP": "the whole model one FSDP unit, gathered whole: tiersim gathers a layer at "
-        "a time (the peak under-counted by the rest of the model's unsharded weights)",
-        "SIZE_BASED_WRAP": "units by parameter count: tiersim's unit is a layer",
-    }.get(policy.upper())
-    if why is None:  # dataclasses.py: "Invalid auto wrap policy ... Must be one of ..."
+    if policy.upper() == "NO_WRAP":
+        out.put("training.offload.fetch", "model", where)
+        why = (
+            f"{said}: the whole model one FSDP unit (training.offload.fetch: model): its "
+            "memory counted so (gathered whole from the forward to the end of the backward, "
+            "its gradients unsharded at once); its all-gather's time still a layer at a time"
+        )
+        out.note(where, why)
+        return
+    if policy.upper() != "SIZE_BASED_WRAP":  # dataclasses.py: "Invalid auto wrap policy ..."
         expected = "TRANSFORMER_BASED_WRAP, SIZE_BASED_WRAP or NO_WRAP"
         raise ValueProblem(where, f"is {policy} (expected {expected})")
-    out.unmapped(where, said, why)
+    out.unmapped(where, said, "units by parameter count: tiersim's unit is a layer")
 
 
 _PARALLEL = {

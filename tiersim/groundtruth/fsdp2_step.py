@@ -116,14 +116,16 @@ def mixed_precision(s: Scenario) -> MixedPrecisionPolicy:
     return MixedPrecisionPolicy(_DTYPES[prec.compute_precision], _DTYPES[prec.gradients])
 
 
-def _sharded(net: Any, reshard: bool, policy: MixedPrecisionPolicy) -> None:
+def _sharded(net: Any, reshard: bool, policy: MixedPrecisionPolicy, whole: bool) -> None:
     """fully_shard on every decoder layer (`reshard_after_forward` as given), then the root
     (embeddings, final norm, head; FSDP2 keeps the root's gathered from forward to backward),
-    each with `policy`."""
-    for layer in hfmodels.layers_of(net):
+    each with `policy`; `whole`: on the root alone (one unit over the whole model, Accelerate's
+    NO_WRAP: `training.offload.fetch: model`)."""
+    layers = [] if whole else hfmodels.layers_of(net)
+    for layer in layers:
         fully_shard(layer, reshard_after_forward=reshard, mp_policy=policy)
     fully_shard(net, mp_policy=policy)
-    for module in [*hfmodels.layers_of(net), net]:
+    for module in [*layers, net]:
         module.set_custom_all_gather(SettledAllGather())
         module.set_custom_reduce_scatter(SettledReduceScatter())
 
@@ -141,7 +143,8 @@ def sharded_model(s: Scenario, dtype: str, seed: int = 0) -> tuple[Any, Any]:
             m, hfmodels.family_of(m, s.model.family), acc, s.seq_len, _DTYPES[dtype]
         )
         ids = torch.randint(0, m.vocab, (s.training.micro_batch_size, s.seq_len))
-    _sharded(net, s.parallel.reshard_after_forward is not False, mixed_precision(s))
+    whole = s.training.offload.fetch == "model"
+    _sharded(net, s.parallel.reshard_after_forward is not False, mixed_precision(s), whole)
     return net, ids
 
 

@@ -56,6 +56,7 @@ import math
 from tiersim.config.mesh import Mesh
 from tiersim.config.schema import PRECISION_BYTES
 from tiersim.core.records import record
+from tiersim.state.inventory import rank_matrices
 from tiersim.state.resolved import Resolved
 from tiersim.state.sharding import fsdp2_padded_values
 from tiersim.state.timeline import Steps
@@ -92,15 +93,21 @@ def fsdp2_of(r: Resolved) -> Fsdp2:
     fp8_params = fp8 is not None and fp8.param_gather
     held, reduce = PRECISION_BYTES[prec.weights], PRECISION_BYTES[prec.gradients]
     cast = held != r.accounting.compute_bytes and not fp8_params
-    return Fsdp2(world, r.accounting.device == "cpu", depth, reduce, held, cast)
+    args = (world, r.accounting.device == "cpu", depth, reduce, held, cast)
+    if r.execution.offload.fetch == "model":  # FSDP2's one unit (config/framework.py)
+        return WholeModel(*args, last=str(len(rank_matrices(r, 0)) - 2))
+    return Fsdp2(*args)
 
 
 def padded_group_values(r: Resolved, unit: str, values: int) -> int:
     """A group's parameters unsharded as FSDP2 holds them: each padded to ceil(d0 / W) x W
     rows (state/fsdp.py) where that rule applies (dense models: state/fsdp.py's shapes have no
     experts, as the inventory's padding), else `values` (a MoE layer's own: its router,
-    transformers' fused experts, the shared expert and its gate)."""
+    transformers' fused experts, the shared expert and its gate). The root group, where it is
+    the one unit (`training.offload.fetch: model`), holds every parameter."""
     x, world = r.execution, Mesh.of(r.execution.parallel).dense_shard_ranks
+    if unit == "rest" and x.offload.fetch == "model":  # one stage (config/framework.py)
+        unit, values = "model", sum(m.size for u in rank_matrices(r, 0) for m in u)
     if r.model.is_moe_model:
         return values
     padded = fsdp2_padded_values(x.training, x.parallel, r.model, unit)
@@ -193,11 +200,49 @@ class Fsdp2:
     def post_backward(self, steps: Steps, at: str, g: Group) -> None:
         """The rest of the group's gradients, made as its saved tensors were freed, then the
         reduce-scatter of them all."""
-        rest = g.grad_nbytes - steps.held.get(f"grad first {g.key}", 0)
-        steps.alloc(at, "backward", f"grads {g.key}", GRADS, rest, max(1, g.tensors - 1))
+        self.rest_of_gradients(steps, at, g)
         grads = [(f"grad first {g.key}", GRADS), (f"grads {g.key}", GRADS)]
         self.reduce_scatter(steps, at, "backward", g, grads)
+
+    @staticmethod
+    def rest_of_gradients(steps: Steps, at: str, g: Group) -> None:
+        rest = g.grad_nbytes - steps.held.get(f"grad first {g.key}", 0)
+        steps.alloc(at, "backward", f"grads {g.key}", GRADS, rest, max(1, g.tensors - 1))
 
     def end_of_backward(self, steps: Steps, at: str) -> None:
         for key in [k for k in steps.held if k.startswith("rs input ")]:
             steps.free(at, "backward", key, RS_INPUT)
+
+
+@record
+class WholeModel(Fsdp2):
+    """FSDP2's one unit over the whole model (`fully_shard` on the root alone: Accelerate's
+    `fsdp_auto_wrap_policy: NO_WRAP`; `training.offload.fetch: model`). Its group is the root
+    group holding every parameter: all-gathered once, as the forward starts, and kept unsharded
+    to the end of the backward (torch 2.13 _fsdp_state.py `_lazy_init`: the root's
+    `post_forward_mesh_info = None`, never resharded after forward); its all-gather buffer kept
+    to the root's post-forward (the implicit prefetch's `all_gather_state`, as a last layer's);
+    each layer's gradients kept unsharded as autograd makes them, to one reduce-scatter of the
+    whole model after the embeddings' backward (`_root_post_backward_final_callback`: the
+    group's `post_backward`). The layers' groups stand for their bytes alone."""
+
+    last: str = ""  # the last layer's key: its release, after the loss's forward, the buffer's
+
+    def all_gather(self, steps: Steps, at: str, phase: str, g: Group) -> None:
+        if g.key == "rest":
+            super().all_gather(steps, at, phase, g)
+
+    def unshard(self, steps: Steps, at: str, phase: str, g: Group) -> None:
+        if g.key == "rest":
+            super().unshard(steps, at, phase, g)
+
+    def release(self, steps: Steps, at: str, phase: str, key: str) -> None:
+        if key == self.last:  # the root's post-forward (step_memory.py `_after_the_forward`)
+            super().release(steps, at, phase, "rest")
+
+    def post_backward(self, steps: Steps, at: str, g: Group) -> None:
+        self.rest_of_gradients(steps, at, g)  # kept to the whole model's reduce-scatter
+
+    def reduce_scatter(self, steps: Steps, at: str, phase: str, g: Group, grads: list) -> None:
+        layers = [(k, GRADS) for k in steps.held if k.startswith(("grad first ", "grads "))]
+        super().reduce_scatter(steps, at, phase, g, [*layers, *grads])
