@@ -163,6 +163,11 @@ def test_a_whole_model_unit_is_fsdp2s_alone():
     assert offload_plan(s).fetch == "layer"
     (note,) = [n for n in offload_notes(s) if n.path == "training.offload.fetch"]
     assert note.code == "W-NO-EFFECT" and "FSDP2's one unit" in note.message
+    # under FSDP2 a submodule fetch's setting says the unit in force
+    raw = whole_model(DENSE, "none", "fp32")
+    raw["training"]["offload"]["max_live_parameters"] = 10**6
+    (note,) = offload_notes(scenario(raw))
+    assert note.message.endswith("the whole model at once (training.offload.fetch: model)")
 
 
 # --- measured -----------------------------------------------------------------------------------

@@ -240,10 +240,11 @@ def offload_notes(s: Scenario) -> list[Problem]:
             notes.append(Problem(f"training.offload.{key}", why, "W-NO-EFFECT"))
         elif key in SUBMODULE_FETCH and plan.fetch != "submodule":
             default = _LAYER_DEFAULT.get(plan.framework, "its default")
-            fetch = "layer" if given["fetch"] else f"layer, {default}"
+            fetch = plan.fetch if given["fetch"] else f"layer, {default}"
+            unit = "the whole model at once" if plan.fetch == "model" else "a layer at a time"
             why = (
                 f"{_shown(value)} has no effect: a submodule fetch's setting "
-                f"({SUBMODULE_FETCH[key]}), and parameters are fetched a layer at a time "
+                f"({SUBMODULE_FETCH[key]}), and parameters are fetched {unit} "
                 f"(training.offload.fetch: {fetch})"
             )
             notes.append(Problem(f"training.offload.{key}", why, "W-NO-EFFECT"))
