@@ -160,8 +160,8 @@ def _precision(out: Mapped, value: Any, fsdp: bool) -> None:
         why = (
             f"{mode}: gradients reduced in {dtype} (training.precision.gradients: the "
             "plugin's set_mixed_precision makes the reduce dtype the mixed precision's); FSDP "
-            "keeps each reduced shard in the parameters' fp32, 4 bytes a value, as tiersim "
-            "counts it (state/sharding.py held_gradient_precision)"
+            "keeps each reduced shard in the parameters' fp32 (foreach_reduce casts it back), "
+            "counted so: 4 bytes a value"
         )
         out.note(where, why)
     if mode == "fp8":
