@@ -163,7 +163,9 @@ class Precision(Strict):
     """The number format each per-parameter class is stored in (bytes per parameter)."""
 
     weights: PrecisionName = "bf16"  # the weights as stored (bf16: 2 bytes a parameter)
-    gradients: PrecisionName = "bf16"  # the gradients as reduced and held until the update
+    # the gradients as reduced and held until the update; under framework fsdp FSDP2's
+    # reduce_dtype, the shard held in the weights' precision (foreach_reduce casts it back)
+    gradients: PrecisionName = "bf16"
     # the master copy of the weights (fp32: 4 B a parameter); none: updates go to the weights
     master: PrecisionName | Literal["none"] = "fp32"
     optimizer: PrecisionName = "fp32"  # each optimizer state (Adam: 2 of them a parameter)
