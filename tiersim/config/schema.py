@@ -163,8 +163,7 @@ class Precision(Strict):
     """The number format each per-parameter class is stored in (bytes per parameter)."""
 
     weights: PrecisionName = "bf16"  # the weights as stored (bf16: 2 bytes a parameter)
-    # the gradients as reduced and held until the update; under framework fsdp FSDP2's
-    # reduce_dtype, the shard held in the weights' precision (foreach_reduce casts it back)
+    # the gradients as reduced and held to the update (fsdp: reduce_dtype, held as the weights)
     gradients: PrecisionName = "bf16"
     # the master copy of the weights (fp32: 4 B a parameter); none: updates go to the weights
     master: PrecisionName | Literal["none"] = "fp32"
@@ -188,9 +187,8 @@ class Offload(Strict):
     (null) takes the default of `training.framework` (tiersim/config/framework.py); without a
     framework, tiersim's generic engine (a whole layer at a time, nothing of the below)."""
 
-    # fetch unit of sharded or offloaded weights: a whole layer (FSDP2's fully_shard per block,
-    # Megatron), each submodule (DeepSpeed ZeRO-3), bucketed by the two DeepSpeed keys below, or
-    # the whole model (FSDP2's fully_shard on the root alone: Accelerate's NO_WRAP; fsdp only)
+    # fetch unit of sharded or offloaded weights: a layer (FSDP2's fully_shard per block, Megatron),
+    # each submodule (DeepSpeed ZeRO-3; the 2 keys below), the model (FSDP2's root alone: NO_WRAP)
     fetch: Literal["layer", "submodule", "model"] | None = None
     prefetch_bucket_size: Count | None = None  # parameters (stage3_prefetch_bucket_size)
     max_live_parameters: Count | None = None  # parameters (stage3_max_live_parameters)
