@@ -1,0 +1,99 @@
+"""Review 2026-12-07 (n): a new user's pass over what landed after 0.23.0 (TP beyond the KV
+heads, Megatron's selective recompute and the log-sum-exp, DeepSpeed ZeRO++, DeepSpeed's
+gradient buckets, `plan` collapsing unread prefetch depths; docs/review-2026-12-07-n.md).
+Each test fails on the tree before its fix; expected values are worked by hand in each."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+from engine_helpers import merge, scenario
+
+from tiersim.config.kv_head_split import tensor_parallel_code
+from tiersim.config.zeropp import zeropp_notes
+from tiersim.frameworks.write_deepspeed import write_deepspeed
+from tiersim.state.inventory import build_inventory
+from tiersim.state.resolved import resolve
+
+ROOT = Path(__file__).resolve().parent.parent
+
+GPT2_ZERO3 = {
+    "name": "n",
+    "model": {"preset": "gpt2"},
+    "training": {
+        "framework": "deepspeed",
+        "micro_batch_size": 1,
+        "seq_len": 1024,
+        "optimizer": "adamw",
+        "precision": {
+            "weights": "bf16",
+            "gradients": "bf16",
+            "master": "fp32",
+            "optimizer": "fp32",
+        },
+    },
+    "parallel": {"data": 16, "zero_stage": 3},
+    "hardware": {"preset": "dgx-h100"},
+}
+
+
+def test_an_hpz_size_of_0_is_off_as_deepspeed_takes_it():
+    """`training.deepspeed.zero_hpz_partition_size: 0` was refused (E-RANGE, "greater than
+    0"), though its own schema note says "0 also off", DeepSpeed's field is `Field(1, ge=0)`
+    (zero/config.py) and `tiersim import` maps a DeepSpeed JSON's 0 to off."""
+    off = scenario(merge(GPT2_ZERO3, {"training": {"deepspeed": {"zero_hpz_partition_size": 0}}}))
+    # GPT-2 small's 124,439,808 bf16 weights over 16 ranks: ceil(/16) x 2 B = 15,554,976 B a
+    # GPU, ZeRO-3's partition alone (no secondary partition)
+    assert build_inventory(resolve(off)).per_gpu["weights"] == 15_554_976
+    assert zeropp_notes(off) == []
+    hpz_off = {"deepspeed": {"zero_hpz_partition_size": 0}}
+    at_two = merge(GPT2_ZERO3, {"parallel": {"zero_stage": 2}, "training": hpz_off})
+    assert zeropp_notes(scenario(at_two)) == []  # off: nothing to say of it at ZeRO-2
+    zero = json.loads(write_deepspeed(off).text)["zero_optimization"]
+    assert "zero_hpz_partition_size" not in zero  # off is DeepSpeed's default: left to it
+
+
+def _table_rows() -> list[tuple[str, str]]:
+    """(first cell, second cell) of docs/parallelism.md's 'KV heads under tensor parallelism'
+    table."""
+    text = (ROOT / "docs" / "parallelism.md").read_text()
+    section = text.split("## KV heads under tensor parallelism", 1)[1].split("\n## ", 1)[0]
+    rows = [line for line in section.splitlines() if line.startswith("| ")][1:]
+    return [tuple(c.strip() for c in row.strip("|").split("|")[:2]) for row in rows]
+
+
+CODES = {
+    "Megatron-Core": "megatron-core",
+    "Megatron-DeepSpeed": "megatron-deepspeed",
+    "DeepSpeed AutoTP training": "deepspeed-autotp",
+    "transformers' own plan": "transformers",
+    "torchtitan": "torchtitan",
+}
+
+
+LLAMA = {"name": "n", "model": {"preset": "llama-3-8b"}, "hardware": {"preset": "dgx-h100"}}
+
+
+def test_the_kv_heads_table_names_every_framework_and_implementation():
+    """docs/parallelism.md's table of who splits the layers had no row for `framework:
+    megatron` with implementation huggingface or torchtitan, which tiersim accepts and refuses
+    at tensor > kv_heads as transformers' or torchtitan's (its message says so)."""
+    said: dict[tuple[str | None, str], str] = {}
+    for cell, code in _table_rows():
+        for clause in cell.split(";"):
+            frameworks, implementations = clause.strip().rsplit(", ", 1)
+            for fw in re.split(r", | or ", frameworks):
+                for impl in implementations.split(" or "):
+                    said[(None if fw == "not set" else fw, impl)] = CODES[code]
+    for fw in (None, "megatron", "deepspeed", "fsdp"):
+        for impl in ("megatron", "huggingface", "torchtitan"):
+            training = {"framework": fw, "implementation": impl}
+            s = scenario(merge(LLAMA, {"training": training}))
+            assert said.get((fw, impl)) == tensor_parallel_code(s), (fw, impl)
+
+
+if __name__ == "__main__":
+    pytest.main([__file__])
