@@ -119,3 +119,19 @@ def test_qgz_nvlink_bytes_without_busy_time_are_explained():
     assert "qgZ" in PRICED_NOTE
     links["nvlink"] = _link(0, 0, {})  # no qgZ: nothing outside the flows
     assert not _priced_outside_flows(links)
+
+
+def test_the_inventory_note_says_hpz_secondary_partition():
+    """`inventory` with `zero_hpz_partition_size: 8` printed GPT-2's weights as 46.66 MB a GPU
+    of 248.88 MB and said only "ZeRO-sharded over data 16" (15.55 MB): nothing said where the
+    other 31.11 MB came from."""
+    from tiersim.report.inventory_note import split_note
+
+    hpz = scenario(merge(GPT2_ZERO3, {"training": {"deepspeed": {"zero_hpz_partition_size": 8}}}))
+    inv = build_inventory(resolve(hpz))
+    # 124,439,808 x 2 B = 248,879,616 B of bf16 weights: ceil(/16) = 15,554,976 B and the
+    # secondary partition ceil(/8) = 31,109,952 B (31.11 MB)
+    assert inv.per_gpu["weights"] == 15_554_976 + 31_109_952
+    assert "secondary partition over 8 ranks, weights / 8 (31.11 MB)" in split_note(hpz, inv)
+    plain = scenario(GPT2_ZERO3)
+    assert "secondary" not in split_note(plain, build_inventory(resolve(plain)))
