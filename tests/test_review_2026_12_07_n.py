@@ -108,17 +108,17 @@ def test_qgz_nvlink_bytes_without_busy_time_are_explained():
     of 109.91 MB with 0 s busy and 0.0 % in flight, and no line saying why: qgZ's intra-node
     all-to-alls are inside the gradient reduction's network flow, their NVLink bytes added
     after the run (docs/link-bytes.md). The figures are that run's report."""
-    from tiersim.report.text import PRICED_NOTE, _priced_outside_flows
+    from tiersim.report.text import PRICED_NOTE, priced_outside_flows
 
     links = {
         "network": _link(780_619_640, 1.95e-3, {"data": 780_619_640}),
         "pcie": _link(0, 0, {}),
         "nvlink": _link(109_911_767, 0, {"data": 109_911_767}),
     }
-    assert _priced_outside_flows(links)
+    assert priced_outside_flows(links)
     assert "qgZ" in PRICED_NOTE
     links["nvlink"] = _link(0, 0, {})  # no qgZ: nothing outside the flows
-    assert not _priced_outside_flows(links)
+    assert not priced_outside_flows(links)
 
 
 def test_the_inventory_note_says_hpz_secondary_partition():

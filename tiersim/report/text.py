@@ -202,7 +202,7 @@ PRICED_NOTE = (
 )
 
 
-def _priced_outside_flows(links: dict[str, Any]) -> bool:
+def priced_outside_flows(links: dict[str, Any]) -> bool:
     """Whether bytes no flow carries are on the links (workload.link_bytes): pipeline sends,
     an all-to-all's second channel, a link with bytes and no busy time (qgZ's NVLink alone)."""
     expert = [n for n, v in links.items() if "expert" in v["bytes_by_direction"]]
@@ -275,7 +275,7 @@ def _link_table(report: dict[str, Any]) -> str:
         "bandwidth used",
     ]
     table = render(header, rows) + "\n" + IN_FLIGHT_NOTE
-    if _priced_outside_flows(report["links"]):
+    if priced_outside_flows(report["links"]):
         table += "\n" + PRICED_NOTE
     return table + network_notes(report["links"].get("network"), report["step"]["time_s"])
 
