@@ -1,0 +1,62 @@
+"""Review 2026-12-07 (m): a performance engineer's pass over what landed in 0.23.0 (`measure
+--scenario`, `import` of an Accelerate config, DeepSpeed ZeRO-1 with the CPU optimizer, bad
+input; docs/review-2026-12-07-m.md). Each test fails on the tree before its fix; expected
+values are worked by hand in each. None trains a model or imports PyTorch."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from conftest import scenario
+
+from tiersim.core.errors import InputError
+
+ROOT = Path(__file__).resolve().parent.parent
+# Llama-style, 1 layer of width 64, 4 heads, no learned positions
+TINY = {"layers": 1, "hidden": 64, "heads": 4, "ffn_hidden": 128, "vocab": 128}
+TINY |= {"norm": "rmsnorm", "position": "rope", "gated_mlp": True}
+
+
+def test_measure_of_a_megatron_scenario_runs_the_kernel_its_run_counts():
+    """`measure --scenario` of a scenario under `framework: megatron` with no
+    `attention_kernel` trained sdpa, measure's own default, while `inventory` and `run` of the
+    same file count megatron's eager attention (the inventory's header: "megatron, eager
+    attention"; `run` writes `attention_kernel: eager` into its scenario.yaml): the measured
+    activations were of another kernel than the prediction beside them."""
+    from tiersim.groundtruth.measure_scenario import measure_settings
+
+    raw = {"name": "m", "model": TINY, "training": {"framework": "megatron", "seq_len": 32}}
+    assert measure_settings(scenario(raw), "s.yaml").fields["attention"] == "eager"
+    # transformers' code: its default, sdpa, as before; a kernel the file names is kept
+    raw["training"]["implementation"] = "huggingface"
+    assert measure_settings(scenario(raw), "s.yaml").fields["attention"] == "sdpa"
+    raw["training"]["attention_kernel"] = "eager"
+    assert measure_settings(scenario(raw), "s.yaml").fields["attention"] == "eager"
+
+
+def test_measures_memory_refusal_names_the_tokens_where_they_are_the_bulk(monkeypatch):
+    """`measure --scenario s.yaml --set training.seq_len=1000000000` on a 1-layer model was
+    refused at `model` with "pick a smaller model or shrink it, e.g. --set model.layers=2": the
+    bytes were the sequence's, and the model had 1 layer already."""
+    import tiersim.groundtruth.measure as measure_module
+
+    raw = {"name": "m", "model": TINY, "training": {"seq_len": 32, "micro_batch_size": 10**6}}
+    s = scenario(raw)
+    monkeypatch.setattr(measure_module, "physical_memory", lambda: 10**9)
+    # the logits alone: 12 B x 32 tokens x 10^6 sequences x 128 = 49.15 GB, against state of
+    # a few hundred kB (64 x 128 embeddings, one 64-wide layer): the tokens are the bulk
+    with pytest.raises(InputError) as err:
+        measure_module.check_fits(None, s, "cpu")
+    problem = err.value.problems[0]
+    assert problem.path == "training.micro_batch_size"  # 10^6 > 32: the larger of the two
+    assert problem.message.startswith("32 tokens x micro-batch 1,000,000: one measured step")
+    assert problem.message.endswith(
+        "but this cpu has 1.00 GB (expected fewer tokens a micro-batch: a shorter seq_len or "
+        "a smaller micro_batch_size)"
+    )
+    # the model the bulk: said at `model`, as before
+    raw = {"name": "m", "model": TINY | {"hidden": 4096, "ffn_hidden": 16384, "heads": 32}}
+    with pytest.raises(InputError) as err:
+        measure_module.check_fits(None, scenario(raw | {"training": {"seq_len": 32}}), "cpu")
+    assert err.value.problems[0].path == "model"
