@@ -5,11 +5,13 @@ values are worked by hand in each. None trains a model or imports PyTorch."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
 from conftest import scenario
 
+from tiersim.cli import main
 from tiersim.core.errors import InputError
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -60,3 +62,40 @@ def test_measures_memory_refusal_names_the_tokens_where_they_are_the_bulk(monkey
     with pytest.raises(InputError) as err:
         measure_module.check_fits(None, scenario(raw | {"training": {"seq_len": 32}}), "cpu")
     assert err.value.problems[0].path == "model"
+
+
+@pytest.mark.parametrize("line, key", [("distributed_type: NO", "distributed_type"),
+                                       ("mixed_precision: no", "mixed_precision")])  # fmt: skip
+def test_an_unquoted_no_in_an_accelerate_config_says_yaml_read_it_as_false(
+    tmp_path, capsys, line, key
+):
+    """A hand-written `distributed_type: NO` (or `mixed_precision: no`) is YAML 1.1's false:
+    the refusal said "is False (expected a string)", not why a word became a boolean nor how
+    to write it (`accelerate config` writes it quoted, 'NO')."""
+    path = tmp_path / "acc.yaml"
+    others = "num_processes: 8\n" + (
+        "" if key == "distributed_type" else "distributed_type: FSDP\n"
+    )
+    path.write_text(f"{line}\n{others}")
+    hf = ROOT / "tests" / "fixtures" / "gpt2.config.json"
+    assert main(["import", str(path), "--from", "accelerate", "--hf-config", str(hf)]) == 2
+    assert capsys.readouterr().err == (
+        f"{path}: {key}: is False (expected a string; YAML reads an unquoted no or off, in any "
+        "case, as False: quote the word, 'NO' or 'no') [E-IMPORT-VALUE]\n"
+    )
+
+
+def test_commands_md_lists_every_format_import_reads(capsys):
+    """docs/commands.md's `import` row gave `--from deepspeed|megatron|torchtitan` and no
+    Accelerate config, which `import --help` and docs/import.md list since 0.23.0."""
+    with pytest.raises(SystemExit):
+        main(["import", "--help"])
+    choices = re.search(r"--from \{([a-z,]+)\}", capsys.readouterr().out).group(1).split(",")
+    assert "accelerate" in choices
+    row = next(
+        line
+        for line in (ROOT / "docs" / "commands.md").read_text().splitlines()
+        if line.startswith("| `tiersim import ")
+    )
+    assert "[--from " + "\\|".join(choices) + "]" in row  # `|` escaped in a table cell
+    assert "Accelerate config YAML" in row
