@@ -85,6 +85,28 @@ def test_an_unquoted_no_in_an_accelerate_config_says_yaml_read_it_as_false(
     )
 
 
+def test_the_inventory_says_zero1_cpu_gradients_are_a_partition_on_the_host(write, capsys):
+    """DeepSpeed ZeRO-1 with the CPU optimizer: the host holds the rank's gradient partition
+    (state/zero1_offload.py), so the per-GPU column shows gradients / data; the ZeRO-sharded
+    column said "no" beside it."""
+    raw = {
+        "name": "z1",
+        "model": {"parameters": 10**9, "layers": 4},
+        "training": {"framework": "deepspeed", "precision": {"weights": "bf16",
+                     "gradients": "bf16", "master": "fp32", "optimizer": "fp32"}},
+        "parallel": {"data": 4, "zero_stage": 1},
+        "placement": {"gradients": "dram", "master": "dram", "optimizer": "dram",
+                      "optimizer_compute": "cpu"},
+        "hardware": {"preset": "dgx-h100"},
+    }  # fmt: skip
+    assert main(["inventory", str(write(raw))]) == 0
+    rows = {line.split()[0]: line.split() for line in capsys.readouterr().out.splitlines()[:9]}
+    # 10^9 bf16 gradients = 2 GB, a quarter on each rank's host: 500 MB
+    assert rows["gradients"] == ["gradients", "2.00", "GB", "500.00", "MB", "host:", "yes", "dram"]
+    assert rows["master"][-2:] == ["yes", "dram"]  # 4 GB / 4 = 1 GB, ZeRO-sharded
+    assert rows["weights"][-2:] == ["no", "hbm"]
+
+
 def test_commands_md_lists_every_format_import_reads(capsys):
     """docs/commands.md's `import` row gave `--from deepspeed|megatron|torchtitan` and no
     Accelerate config, which `import --help` and docs/import.md list since 0.23.0."""
@@ -99,3 +121,16 @@ def test_commands_md_lists_every_format_import_reads(capsys):
     )
     assert "[--from " + "\\|".join(choices) + "]" in row  # `|` escaped in a table cell
     assert "Accelerate config YAML" in row
+
+
+def test_a_heads_override_beside_a_presets_kv_heads_says_what_to_set(write, capsys):
+    """`--set model.heads=4` on Llama-2-7B (kv_heads 32 from the preset) was refused with
+    "heads (4) must be a multiple of kv_heads (32)": the 32 was nowhere the user typed, and
+    nothing said what to write."""
+    path = write({"name": "m", "model": {"preset": "llama-2-7b"}})
+    assert main(["validate", str(path), "--set", "model.heads=4"]) == 2
+    err = capsys.readouterr().err
+    assert (
+        "heads (4) must be a multiple of kv_heads (32) (expected kv_heads dividing heads: set "
+        "model.kv_heads too where a preset gives it) (from --set model.heads=4)" in err
+    )
