@@ -9,6 +9,7 @@ import re
 from pathlib import Path
 
 import pytest
+import yaml
 from conftest import scenario
 
 from tiersim.cli import main
@@ -134,3 +135,37 @@ def test_a_heads_override_beside_a_presets_kv_heads_says_what_to_set(write, caps
         "heads (4) must be a multiple of kv_heads (32) (expected kv_heads dividing heads: set "
         "model.kv_heads too where a preset gives it) (from --set model.heads=4)" in err
     )
+
+
+@pytest.mark.parametrize(
+    "cfg, said",
+    [
+        ({"num_processes": 8, "num_machines": 3},
+         "num_processes: is 8, not a multiple of num_machines 3 (GPUs a machine; expected a "
+         "multiple of 3, the same number of processes on each machine)"),
+        ({"fsdp_config": {"fsdp_activation_checkpointing_offload": True}},
+         "fsdp_config.fsdp_activation_checkpointing_offload: true requires "
+         "fsdp_activation_checkpointing: true (Accelerate raises ValueError: "
+         "`fsdp_activation_checkpointing_offload=True` requires it; expected "
+         "fsdp_activation_checkpointing: true beside it, or false)"),
+        # 1 x 1 x 3 x 1 = 3 ranks of 16
+        ({"num_processes": 16, "fsdp_config": {"fsdp_version": 2},
+          "parallelism_config": {"parallelism_config_tp_size": 3}},
+         "parallelism_config: dp_replicate 1 x dp_shard 1 x tp 3 x cp 1 = 3, not num_processes "
+         "16 (Accelerate raises 'ParallelismConfig total_size ... does not match "
+         "num_processes'; expected sizes whose product is 16)"),
+        ({"num_processes": 4, "fsdp_config": {"fsdp_version": 2},
+          "parallelism_config": {"parallelism_config_tp_size": 4}},
+         "parallelism_config.parallelism_config_dp_shard_size: is 1 beside cp_size 1 "
+         "(Accelerate raises 'FSDP is enabled but the parallelism config has no dimension for "
+         "FSDP to shard across'; expected dp_shard_size or cp_size over 1)"),
+    ],
+)  # fmt: skip
+def test_accelerates_refusals_say_what_to_write(tmp_path, capsys, cfg, said):
+    """Four of the Accelerate import's refusals said what is wrong and what Accelerate
+    raises, but not what to write instead (every other refusal's "expected ...")."""
+    path = tmp_path / "acc.yaml"
+    path.write_text(yaml.safe_dump({"distributed_type": "FSDP", **cfg}))
+    hf = ROOT / "tests" / "fixtures" / "gpt2.config.json"
+    assert main(["import", str(path), "--hf-config", str(hf)]) == 2
+    assert capsys.readouterr().err == f"{path}: {said} [E-IMPORT-VALUE]\n"

@@ -122,7 +122,10 @@ def _processes(out: Mapped, cfg: dict[str, Any]) -> None:
         out.unmapped("num_processes", world, "the launch gives it (--gpus N here)")
         return
     if world % machines:
-        why = f"is {world}, not a multiple of num_machines {machines} (GPUs a machine)"
+        why = (
+            f"is {world}, not a multiple of num_machines {machines} (GPUs a machine; expected "
+            f"a multiple of {machines}, the same number of processes on each machine)"
+        )
         raise ValueProblem("num_processes", why)
     out.facts["world"] = world
     out.facts["world_from"] = out.source
@@ -246,7 +249,10 @@ def _checkpointing(out: Mapped, body: dict[str, Any], version: int) -> None:
         return
     if not on or version != 2:
         need = "fsdp_activation_checkpointing: true" if not on else "fsdp_version: 2"
-        why = f"true requires {need} (Accelerate raises ValueError: `{at[12:]}=True` requires it)"
+        why = (
+            f"true requires {need} (Accelerate raises ValueError: `{at[12:]}=True` requires "
+            f"it; expected {need} beside it, or false)"
+        )
         raise ValueProblem(at, why)
     out.put("placement.activations", "dram", at)
 
@@ -321,13 +327,15 @@ def _sizes(out: Mapped, s: dict[str, int]) -> None:
         why = (
             f"dp_replicate {s['replicate']} x dp_shard {s['shard']} x tp {s['tensor']} x cp "
             f"{s['context']} = {total}, not num_processes {world} (Accelerate raises "
-            "'ParallelismConfig total_size ... does not match num_processes')"
+            "'ParallelismConfig total_size ... does not match num_processes'; expected sizes "
+            f"whose product is {world})"
         )
         raise ValueProblem("parallelism_config", why)
     if s["shard"] == 1 and s["context"] == 1:
         why = (
             "is 1 beside cp_size 1 (Accelerate raises 'FSDP is enabled but the parallelism "
-            "config has no dimension for FSDP to shard across')"
+            "config has no dimension for FSDP to shard across'; expected dp_shard_size or "
+            "cp_size over 1)"
         )
         raise ValueProblem(f"{key}dp_shard_size", why)
     if s["tensor"] > 1:
