@@ -169,3 +169,22 @@ def test_accelerates_refusals_say_what_to_write(tmp_path, capsys, cfg, said):
     hf = ROOT / "tests" / "fixtures" / "gpt2.config.json"
     assert main(["import", str(path), "--hf-config", str(hf)]) == 2
     assert capsys.readouterr().err == f"{path}: {said} [E-IMPORT-VALUE]\n"
+
+
+def test_setting_the_nvlink_rows_bandwidth_names_the_network_key(write, capsys):
+    """`run`'s link table has an `nvlink` row (the GPUs' network in the node); `--set
+    hardware.links.nvlink.bandwidth="900 GB/s"` (what if NVLink were twice as fast?) was refused
+    with only "hardware.links.nvlink.between: required key is missing": a new link half made,
+    nothing said of the key that sets that row."""
+    path = write({"name": "m", "model": {"preset": "gpt2"}, "hardware": {"preset": "dgx-h100"}})
+    argv = ["validate", str(path), "--set", "hardware.links.nvlink.bandwidth=900 GB/s"]
+    assert main(argv) == 2
+    err = capsys.readouterr().err.splitlines()
+    # dgx-h100's links (tiersim/presets/hardware/dgx-h100.yaml): pcie and nvme
+    assert err[0] == (
+        f"{path}: --set hardware.links.nvlink.bandwidth: 'nvlink' is not in hardware.links "
+        "(pcie, nvme): the nvlink row of `run`'s link table is the GPUs' network (expected "
+        "hardware.network.intra_node_bandwidth, intra_node_latency or intra_node_efficiency) "
+        "[E-SET]"
+    )
+    assert err[1].startswith(f"{path}: hardware.links.nvlink.between: required key is missing")
