@@ -188,3 +188,16 @@ def test_setting_the_nvlink_rows_bandwidth_names_the_network_key(write, capsys):
         "[E-SET]"
     )
     assert err[1].startswith(f"{path}: hardware.links.nvlink.between: required key is missing")
+
+
+def test_a_mapping_of_names_given_a_scalar_says_what_to_write(write, capsys):
+    """`plan: [training.seq_len]` or `--set hardware.gpu.peak_flops=5` said pydantic's "input
+    should be a valid dictionary": Python's word, and nothing of what such a mapping holds."""
+    path = write("name: m\nmodel: {preset: gpt2}\nplan: [training.seq_len]\n")
+    assert main(["validate", str(path), "--set", "hardware.gpu.peak_flops=5"]) == 2
+    assert capsys.readouterr().err.splitlines() == [
+        f"{path}: hardware.gpu.peak_flops: expected a mapping of names to values, e.g. {{bf16: "
+        "989 TFLOP/s} (got 5) (from --set hardware.gpu.peak_flops=5) [E-TYPE]",
+        f"{path}: plan: expected a mapping of names to values, e.g. {{training.micro_batch_size: "
+        "[1, 2]} (got ['training.seq_len']) (line 3) [E-TYPE]",
+    ]
