@@ -5,6 +5,7 @@ values are worked by hand in each. None trains a model or imports PyTorch."""
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -201,3 +202,42 @@ def test_a_mapping_of_names_given_a_scalar_says_what_to_write(write, capsys):
         f"{path}: plan: expected a mapping of names to values, e.g. {{training.micro_batch_size: "
         "[1, 2]} (got ['training.seq_len']) (line 3) [E-TYPE]",
     ]
+
+
+@pytest.mark.parametrize(
+    "extra, collectives",
+    [
+        # overlap_tensor_backward (megatron's default): per layer 2 all-reduces forward and 2
+        # backward, each 2(t-1)/t = 1 buffer at t = 2; the embedding's forward all-reduce and
+        # the head's backward one: (4 x 2 layers + 2) = 10 buffers a micro-batch
+        ({}, 10.0),
+        # sequence parallelism with overlap_tensor_forward: all-gathers and reduce-scatters,
+        # each (t-1)/t = 1/2 buffer; per layer 2 pairs forward, backward 2 all-gathers and 2
+        # pairs (10 x 1/2 = 5 buffers), x 2 layers; the embedding's reduce-scatter (1/2), the
+        # head's all-reduce (1), its all-gather and reduce-scatter (1/2 each): 12.5
+        ({"sequence": True, "overlap_tensor_forward": True}, 12.5),
+    ],
+)
+def test_the_link_table_counts_the_hidden_tensor_parallel_collectives(
+    write, capsys, extra, collectives
+):
+    """`run`'s link table counted only the tensor-parallel collectives the engine runs as
+    flows: those hidden behind computation (`overlap_tensor_backward`, on by default under
+    `framework: megatron`; `overlap_tensor_forward`), priced as the SM share they take, were
+    left out, though their bytes cross NVLink: Llama-2-7B at TP 2 showed 17.45 GB of
+    tensor-group bytes a step where 34.90 GB cross it (docs/link-bytes.md)."""
+    raw = {
+        "name": "tp",
+        "model": {"layers": 2, "hidden": 1024, "heads": 8, "ffn_hidden": 4096, "vocab": 1000,
+                  "norm": "rmsnorm", "position": "rope"},
+        "training": {"framework": "megatron", "micro_batch_size": 1, "grad_accumulation": 2,
+                     "seq_len": 128, "precision": {"weights": "bf16", "gradients": "bf16",
+                                                   "master": "fp32", "optimizer": "fp32"}},
+        "parallel": {"tensor": 2, **extra},
+        "hardware": {"preset": "dgx-h100"},
+    }  # fmt: skip
+    path = write(raw)
+    assert main(["run", str(path), "--format", "json", "--out", str(path.parent / "o")]) == 0
+    links = json.loads(capsys.readouterr().out)["links"]
+    buffer = 128 * 1 * 1024 * 2  # s x b x h at bf16: 262,144 B
+    assert links["nvlink"]["bytes_by_direction"] == {"tensor": int(2 * collectives * buffer)}
