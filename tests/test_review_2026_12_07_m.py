@@ -241,3 +241,15 @@ def test_the_link_table_counts_the_hidden_tensor_parallel_collectives(
     links = json.loads(capsys.readouterr().out)["links"]
     buffer = 128 * 1 * 1024 * 2  # s x b x h at bf16: 262,144 B
     assert links["nvlink"]["bytes_by_direction"] == {"tensor": int(2 * collectives * buffer)}
+
+
+def test_measures_set_of_a_training_key_names_the_options_and_scenario(capsys):
+    """`measure --model gpt2 --set training.seq_len=5` said "use the other options for the
+    training shape": which options, and that `--scenario FILE` takes any key with --set (new in
+    0.23.0), were not said."""
+    assert main(["measure", "--model", "gpt2", "--set", "training.seq_len=5"]) == 2
+    assert capsys.readouterr().err == (
+        "tiersim measure: --set: 'training.seq_len=5': only model dimensions can be overridden "
+        "here (expected model.KEY=VALUE; the training shape is --seq-len, --micro-batch-size, "
+        "--optimizer, --dtype, ...; with --scenario FILE, --set takes any key) [E-SET]\n"
+    )
