@@ -279,3 +279,17 @@ def test_a_hidden_collective_that_outlasts_its_pass_is_exposed_not_a_bug(write, 
     # at 10^8 B/s take 65.536 ms, which the step cannot be shorter than
     assert got["links"]["nvlink"]["bytes"] == 6_553_600
     assert got["step"]["time_s"] >= 6_553_600 / 1e8
+
+
+def test_a_json_boolean_where_a_word_goes_gets_no_yaml_hint(tmp_path, capsys):
+    """The unquoted-no hint is YAML's: a DeepSpeed JSON `"device": true` is JSON's own true."""
+    path = tmp_path / "ds.json"
+    path.write_text(
+        json.dumps({"zero_optimization": {"stage": 3, "offload_param": {"device": True}}})
+    )
+    hf = ROOT / "tests" / "fixtures" / "gpt2.config.json"
+    assert main(["import", str(path), "--hf-config", str(hf)]) == 2
+    assert capsys.readouterr().err == (
+        f"{path}: zero_optimization.offload_param.device: is True (expected a string) "
+        "[E-IMPORT-VALUE]\n"
+    )
