@@ -293,3 +293,14 @@ def test_a_json_boolean_where_a_word_goes_gets_no_yaml_hint(tmp_path, capsys):
         f"{path}: zero_optimization.offload_param.device: is True (expected a string) "
         "[E-IMPORT-VALUE]\n"
     )
+
+
+def test_a_plan_key_given_one_value_shows_it_as_a_list(write, capsys):
+    """`plan: {training.micro_batch_size: 3}` said "expected a list of the values to consider,
+    e.g. [hbm, hbf]": tiers, for a micro-batch size."""
+    path = write({"name": "m", "model": {"preset": "gpt2"}})
+    assert main(["validate", str(path), "--set", "plan={training.micro_batch_size: 3}"]) == 2
+    assert capsys.readouterr().err == (
+        f"{path}: plan.training.micro_batch_size: is 3 (expected a list of the values to "
+        "consider, e.g. [3]) (from --set plan={training.micro_batch_size: 3}) [E-PLAN]\n"
+    )
