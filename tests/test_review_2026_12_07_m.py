@@ -315,3 +315,16 @@ def test_a_checkpoint_interval_of_thousands_of_steps_has_its_separator(tmp_path,
     assert main(argv) == 0
     (line,) = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("Checkpoint (")]
     assert line.startswith("Checkpoint (blocking to nvme, every 12,345 steps): ")
+
+
+def test_a_huge_count_option_is_refused_at_the_option(capsys):
+    """`import ds.json --gpus 100000000000000000000` was refused as "imported scenario:
+    parallel.data: input should be at most 1,099,511,627,776": a key the user never typed,
+    in a file that is not there; the option is said now, at argparse's exit 2."""
+    with pytest.raises(SystemExit) as exit_:
+        main(["import", "ds.json", "--gpus", str(10**20)])
+    assert exit_.value.code == 2
+    assert capsys.readouterr().err.endswith(
+        "tiersim import: error: argument --gpus: must be at most 1,099,511,627,776 (2^40, the "
+        "bound on every count; got 100000000000000000000)\n"
+    )
