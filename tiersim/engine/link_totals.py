@@ -12,6 +12,7 @@ from tiersim.core.frozen import replaced
 from tiersim.engine.results import LinkStats, StepResult
 from tiersim.state.resolved import Resolved
 from tiersim.workload.link_bytes import expert_bytes, pipeline_bytes, tensor_hidden_bytes
+from tiersim.workload.zeropp import zeropp_bytes
 
 
 def with_link_totals(res: Resolved, stage: int, result: StepResult) -> StepResult:
@@ -19,7 +20,8 @@ def with_link_totals(res: Resolved, stage: int, result: StepResult) -> StepResul
     added to their channels and each channel's expert all-to-all bytes set to every call's in
     full."""
     added, expert = pipeline_bytes(res, stage), expert_bytes(res, stage)
-    for channel, groups in tensor_hidden_bytes(res, stage).items():
+    hidden = tensor_hidden_bytes(res, stage)  # and ZeRO++ qgZ's intra-node all-to-alls:
+    for channel, groups in [*hidden.items(), *zeropp_bytes(res).items()]:
         per = added.setdefault(channel, {})
         for group, nbytes in groups.items():
             per[group] = per.get(group, 0) + nbytes

@@ -92,7 +92,7 @@ def link_efficiency(r: Resolved, kind: str) -> nccl.Efficiency:
     return net.intra_node_efficiency if kind == "nvlink" else net.inter_node_efficiency
 
 
-def _latency_s(r: Resolved, op: Op, buffer: float, size: int, link: GroupLink) -> float:
+def call_latency_s(r: Resolved, op: Op, buffer: float, size: int, link: GroupLink) -> float:
     """One call's time beyond sent / rate: the hops (unless a measured curve holds them)
     and NCCL's shortfall from the link's rate at this buffer size."""
     sent = buffer * BUS_FACTOR[op](size)
@@ -106,7 +106,7 @@ def _latency_s(r: Resolved, op: Op, buffer: float, size: int, link: GroupLink) -
 def comm(r: Resolved, name: str, group: str, op: Op, buffer: float, calls: int = 1) -> Comm:
     link, size = _link(r, group)
     sent = buffer * BUS_FACTOR[op](size)
-    latency = _latency_s(r, op, buffer, size, link)
+    latency = call_latency_s(r, op, buffer, size, link)
     channel = Network(NetChannel(link.kind))
     return Comm(name, sent * calls, latency * calls, channel, group)
 
@@ -239,7 +239,7 @@ def p2p_send_s(r: Resolved, hidden: int | None) -> float:
 def send_time_s(r: Resolved, nbytes: float, link: GroupLink) -> float:
     """One point-to-point send of `nbytes` on `link`, alone: at its rate, plus its latency
     and NCCL's shortfall at that size."""
-    return nbytes / link.bandwidth + _latency_s(r, "send", nbytes, 2, link)
+    return nbytes / link.bandwidth + call_latency_s(r, "send", nbytes, 2, link)
 
 
 def tensor_gather_s(r: Resolved, full: float) -> float:
