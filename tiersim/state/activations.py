@@ -391,6 +391,6 @@ def kept_items(
     items = layer_items(m, s, b, acc, index)
     if recompute == "selective" and acc.implementation == "huggingface":
         return selective_kept(items, m, s, b, acc)
-    kept = policy.kept(items, recompute, acc.recompute_modules, acc.fused_core_checkpointed)
+    kept = policy.kept(items, recompute, acc.recompute_modules, acc.core_checkpointed)
     gather = checkpoint_keeps_gather(acc, recompute)  # t > kv heads (state/qkv_gather_memory.py)
     return with_gathered_qkv(kept, m, s * b, acc) if gather else kept
