@@ -39,6 +39,7 @@ from tiersim.config.deepspeed import (
 )
 from tiersim.config.fields import plain_fields
 from tiersim.config.schema import Scenario
+from tiersim.config.zeropp import zeropp_notes
 from tiersim.core.errors import Problem
 from tiersim.core.records import record
 
@@ -252,4 +253,4 @@ def offload_notes(s: Scenario) -> list[Problem]:
             notes.append(Problem(f"training.offload.{key}", WHOLE_MODEL_ONLY, "W-NO-EFFECT"))
         elif key == "overlap_comm" and overlap_comm_in_force(s) is None:  # off at ZeRO-3
             notes.append(Problem(f"training.offload.{key}", ZERO3_OVERLAP_OFF, "W-NO-EFFECT"))
-    return notes + zero3_fetch_notes(s)
+    return notes + zero3_fetch_notes(s) + zeropp_notes(s)

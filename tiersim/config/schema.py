@@ -50,6 +50,7 @@ __all__ = [
 ]
 
 # --- model -------------------------------------------------------------------------------------
+_KV = " (expected kv_heads dividing heads: set model.kv_heads too where a preset gives it)"
 
 
 class ModelSpec(Strict):
@@ -145,7 +146,7 @@ class ModelSpec(Strict):
             )
         kv = self.kv_heads or self.heads
         if self.heads % kv:
-            raise ValueError(f"heads ({self.heads}) must be a multiple of kv_heads ({kv})")
+            raise ValueError(f"heads ({self.heads}) must be a multiple of kv_heads ({kv}){_KV}")
         if self.position == "learned" and self.max_positions is None:
             raise ValueError(
                 "learned position embeddings (model.position: learned, the default) need "
