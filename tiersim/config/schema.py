@@ -164,8 +164,7 @@ class Precision(Strict):
     """The number format each per-parameter class is stored in (bytes per parameter)."""
 
     weights: PrecisionName = "bf16"  # the weights as stored (bf16: 2 bytes a parameter)
-    # the gradients as reduced and held to the update (fsdp: reduce_dtype, held as the weights)
-    gradients: PrecisionName = "bf16"
+    gradients: PrecisionName = "bf16"  # as reduced (fsdp: its reduce_dtype; held as the weights)
     # the master copy of the weights (fp32: 4 B a parameter); none: updates go to the weights
     master: PrecisionName | Literal["none"] = "fp32"
     optimizer: PrecisionName = "fp32"  # each optimizer state (Adam: 2 of them a parameter)
