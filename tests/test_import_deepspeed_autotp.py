@@ -3,8 +3,8 @@ tutorial listing ZeRO 0-2). Read in DeepSpeed's PyPI releases: 0.19.3's engine.p
 `_configure_tensor_parallel_states` asserts `zero_optimization_stage() <= 2` ("the
 compatibility between 'autotp' and 'zero_stage = 3' has not been validated"); 0.19.4 and 0.19.8
 have no such assertion and say "AutoTP + ZeRO stage 3 is supported for both inference and
-training". tiersim reads DeepSpeed as its latest: kept, the release boundary said. And the
-ZeRO++ keys beside them in the review's probes, each note saying what it leaves out."""
+training". tiersim reads DeepSpeed as its latest: kept, the release boundary said. (The ZeRO++
+keys beside them in the review's probes are modelled now: tests/test_zeropp.py.)"""
 
 from __future__ import annotations
 
@@ -34,19 +34,3 @@ def test_autotp_at_zero3_is_kept_and_the_release_boundary_said(tmp_path):
 def test_autotp_below_zero3_says_nothing_of_it(tmp_path):
     notes = "\n".join(_import(tmp_path, 2).note_lines())
     assert "autotp_size" not in notes
-
-
-def test_zero_plus_plus_keys_say_what_is_left_out(tmp_path):
-    # ZeRO++ (DeepSpeed 0.19.8 zero/config.py): hpZ's secondary 16-bit weight partition of
-    # weights / zero_hpz_partition_size a GPU (partition_parameters.py _partition_param_sec),
-    # qwZ's int8 weight gathers, qgZ's quantized gradient reduction: each said not modelled
-    zero = {"stage": 3, "zero_hpz_partition_size": 8, "zero_quantized_weights": True,
-            "zero_quantized_gradients": True}  # fmt: skip
-    path = tmp_path / "ds.json"
-    path.write_text(json.dumps({"train_micro_batch_size_per_gpu": 1, "zero_optimization": zero}))
-    imp = import_configs([path], ImportOptions(gpus=16, overrides=("model.preset=gpt2",)))
-    notes = "\n".join(imp.note_lines())
-    assert "zero_optimization.zero_hpz_partition_size: 8: ZeRO++ hpZ, not modelled" in notes
-    assert "HBM under-counted" in notes
-    assert "zero_optimization.zero_quantized_weights: true: ZeRO++ qwZ" in notes
-    assert "zero_optimization.zero_quantized_gradients: true: ZeRO++ qgZ" in notes

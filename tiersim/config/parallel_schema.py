@@ -24,7 +24,9 @@ class Parallel(Strict):
     """The parallel layout: GPUs = data x tensor x pipeline x context (1: not split)."""
 
     data: PositiveInt = 1  # data-parallel replicas, each on its own micro-batches
-    tensor: PositiveInt = 1  # ranks each layer's matrices are split over (Megatron TP)
+    # ranks each layer's matrices are split over (Megatron TP); more than model.kv_heads
+    # only where Megatron-Core splits them (docs/parallelism.md)
+    tensor: PositiveInt = 1
     pipeline: PositiveInt = 1  # pipeline stages the layers are split into
     virtual_pipeline: PositiveInt = 1  # model chunks per pipeline stage (interleaved 1F1B)
     # sequence parallelism: norms' and dropouts' activations split over the tensor ranks
@@ -52,7 +54,8 @@ class Parallel(Strict):
     # block the GPU stream (Megatron-LM of 2021, Narayanan et al.; DeepSpeed's MT-NLG runs).
     overlap_tensor_backward: bool | None = None  # None: as `training.framework` implies
     # True: the forward's tensor-parallel collectives (with overlap_tensor_backward, all) run
-    # inside their GEMMs, costing their SM share (TE userbuffers, --tp-comm-overlap)
+    # inside their GEMMs, costing their SM share (TE userbuffers, --tp-comm-overlap); not the
+    # QKV all-gather of tensor > kv_heads, which blocks (docs/parallelism.md)
     overlap_tensor_forward: bool | None = None
     # compute times x (1 + this): a user's calibration of their own run, no framework's
     # property (MT-NLG's 0.283 is a fit, shown as one by check-published)

@@ -6,7 +6,8 @@ Sharded gradients (ZeRO-2, ZeRO-3 / FSDP) are reduced every micro-batch, each un
 gradient buffer held until its reduction ends (engine/schedule_passes.py `write_gradients`).
 Issued without a bound, they queue when the network is slower than the backward and the
 buffers waiting pile up with the micro-batches. The frameworks bound them, each by a wait of
-its compute stream (or its host thread) at a reduction's issue:
+its compute stream (or its host thread) at a reduction's issue (under DeepSpeed, a
+bucket's reduction: engine/bucket_flush.py):
 
 - DeepSpeed ZeRO-1/2 (deepspeed/runtime/zero/stage_1_and_2.py @ 02aa38c3): with
   `overlap_comm`, `average_tensor` makes the compute stream wait for the reduction stream

@@ -7,6 +7,7 @@ offloaded and fetched back, gradients written home, reduced and read back to acc
 from __future__ import annotations
 
 from tiersim.engine import schedule_resident
+from tiersim.engine.bucket_flush import Bucket
 from tiersim.engine.oplist import OpList
 from tiersim.engine.ops import Op, OpKind, Role
 from tiersim.engine.param_swap import ParamSwapIn
@@ -31,7 +32,7 @@ FORWARD, RECOMPUTE, BACKWARD = Role.FORWARD, Role.RECOMPUTE, Role.BACKWARD
 FACTS = (  # what TrainingPasses.__init__ works out from the context, never changed after
     "c units alone first_stage homes is_streamed keeps offloads reads_back scatters gradients_stay "
     "last_microbatch forward_alloc backward_alloc in_stream host_adds blocking_out reduce_kind "
-    "once release_free backward_free"
+    "once release_free backward_free buckets"
 )
 
 
@@ -41,8 +42,7 @@ class TrainingPasses:
 
     def __init__(self, c: Context, ops: OpList, ready: Readiness):
         self.c, self.ops, self.ready = c, ops, ready
-        self.uses: list[int] = []  # GPU op index that ends each use, across all steps
-        self.use_units: list[int] = []
+        self.uses, self.use_units = [], []  # GPU op index that ends each use (all steps), unit
         # per step: the op index where each forward or backward of the stage's order begins
         # (tiersim.engine.steady checks that periods repeat)
         self.order_starts: list[list[int]] = []
@@ -88,7 +88,8 @@ class TrainingPasses:
         self.blocking_out = blocking_checkpoints(c)
         overlap = c.res.execution.parallel.overlap_gradient_reduce
         self.reduce_kind = OpKind.COMM if overlap else OpKind.SYNC  # not overlapped: GPU waits
-        self.in_flight = InFlight(in_flight_bound(c) if overlap else None)  # the framework's
+        self.buckets = c.wl.gradient_buckets  # DeepSpeed's bucket reductions (bucket_flush.py)
+        self.in_flight, self.bucket = InFlight(in_flight_bound(c) if overlap else None), Bucket(c)
 
     def fork(self, ops: OpList, ready: Readiness) -> TrainingPasses:
         twin = object.__new__(TrainingPasses)  # FACTS shared, not worked out again; state copied
@@ -99,6 +100,7 @@ class TrainingPasses:
         twin.kept = {u: list(k) for u, k in self.kept.items()}
         twin.swap = self.swap.fork()
         twin.in_flight = self.in_flight.fork()
+        twin.bucket = self.bucket.fork()
         twin.order_starts = list(self.order_starts)  # built steps' marks never change
         return twin
 
@@ -153,8 +155,11 @@ class TrainingPasses:
         shard = self.ops.move("weights", label, step, home, gpu, nbytes, gate)
         # the shard freed once gathered: built into the new op (`free_after` on it, unshared)
         free = ((gpu, unit.homed["weights"]),) if shard is not None else ()
+        # ZeRO++ hpZ: but a step's first forward, gathers within its group (workload/zeropp.py)
+        primary = unit.dp_weights_secondary is None or (mb == 0 and tag == "fwd")
+        collective = unit.dp_weights if primary else unit.dp_weights_secondary
         gather = self.ops.net(
-            unit.dp_weights, step, [shard, *gate], alloc=[(gpu, unit.weights_full)], free=free
+            collective, step, [shard, *gate], alloc=[(gpu, unit.weights_full)], free=free
         )
         self.swap.fetched(gather if gather is not None else shard)
         return gather, False
@@ -289,10 +294,7 @@ class TrainingPasses:
             op = bucket_kernels(self.c, ops, u, mb, step, op, grad_read)
         elif grad_read is not None:
             ops.free_after(op, self.c.gpu, unit.homed["gradients"])
-        write = self.write_gradients(u, mb, step, op, grad_read)
-        if in_stream and write is not None:
-            label = ("gradient copies {} mb{}", unit.name, mb)
-            ops.barrier(label, step, [write], Role.STATE)
+        self.write_gradients(u, mb, step, op, grad_read)
         return op
 
     def fetch_activations(self, u: int, mb: int, step: int, offloaded: int | None) -> int | None:
@@ -302,15 +304,9 @@ class TrainingPasses:
         unit, home = self.c.wl.units[u], self.homes[u]["activations"]
         # DeepSpeed's: in stream order, after what the GPU ran before, not ahead of it
         gate = self.ops.last("gpu") if self.blocking_out else self.prefetch_gate()
-        fetch = self.ops.move(
-            "activations",
-            ("fetch activations {} mb{}", unit.name, mb),
-            step,
-            home,
-            self.c.gpu,
-            unit.activations,
-            [offloaded, gate],
-        )
+        label = ("fetch activations {} mb{}", unit.name, mb)
+        gpu, deps = self.c.gpu, [offloaded, gate]
+        fetch = self.ops.move("activations", label, step, home, gpu, unit.activations, deps)
         self.ops.free_after(fetch, home, unit.activations)
         return fetch
 
@@ -326,48 +322,54 @@ class TrainingPasses:
         if mb == 0 or home == self.c.gpu:
             return None
         unit = self.c.wl.units[u]
-        gate = after or [self.prefetch_gate()]
+        label = ("accumulate-read gradients {} mb{}", unit.name, mb)
+        deps = [self.ready.gradients[u], *(after or [self.prefetch_gate()])]
         return self.ops.move(
-            "gradients",
-            ("accumulate-read gradients {} mb{}", unit.name, mb),
-            step,
-            home,
-            self.c.gpu,
-            unit.homed["gradients"],
-            [self.ready.gradients[u], *gate],
+            "gradients", label, step, home, self.c.gpu, unit.homed["gradients"], deps
         )
 
     def write_gradients(
         self, u: int, mb: int, step: int, bwd: int, read: int | None = None
     ) -> int | None:
         """Reduce the gradients over data parallelism when due (every micro-batch when
-        sharded, else after the last), then write what this GPU keeps to its home."""
-        unit, gpu, home = self.units[u], self.c.gpu, self.homes[u]["gradients"]
+        sharded, else after the last; under DeepSpeed's bucket, with others', maybe after a
+        later unit's backward: engine/bucket_flush.py), then write what this GPU keeps to
+        its home."""
+        unit, gpu = self.units[u], self.c.gpu
         last = mb == self.last_microbatch
-        scatters, stay = self.scatters[u], self.gradients_stay[u] or (self.once and not last)
-        done = bwd
+        scatters, done = self.scatters[u], bwd
         if scatters or last:  # scattered and held (ZeRO-1's): the buffer freed by the reduction
+            if self.buckets and unit.dp_gradients is not None:
+                return self.bucket.add(self, u, mb, step, bwd, read)
+            stay = self.gradients_stay[u] or (self.once and not last)
             free = ((gpu, unit.gradients_full),) if scatters and stay else ()
             reduced = self.ops.net(unit.dp_gradients, step, (bwd,), self.reduce_kind, free=free)
             done = reduced if reduced is not None else bwd
             self.in_flight.issue(self.ops, reduced if scatters else None, step, unit.name)
-        if stay:  # DeepSpeed ZeRO-1's: held
+        return self.after_reduction(u, mb, step, done, read)
+
+    def after_reduction(
+        self, u: int, mb: int, step: int, done: int, read: int | None, held: bool = True
+    ) -> int | None:
+        """Unit u's gradients, reduced (or not due) at op `done`: kept (ready there), or
+        written home after it (on the stream where its copies run there; `held`: from the
+        buffer its backward allocated, freed then)."""
+        unit, gpu, home = self.units[u], self.c.gpu, self.homes[u]["gradients"]
+        last = mb == self.last_microbatch
+        if self.gradients_stay[u] or (self.once and not last):  # DeepSpeed ZeRO-1's: held
             self.ready.gradients[u] = done
             return None
+        label, nbytes = ("write gradients {} mb{}", unit.name, mb), boundary_bytes(self.c, u, last)
         op = self.ops.move(
-            "gradients",
-            ("write gradients {} mb{}", unit.name, mb),
-            step,
-            gpu,
-            home,
-            boundary_bytes(self.c, u, last),
-            [done, read],
-            alloc_dst=False,
+            "gradients", label, step, gpu, home, nbytes, [done, read], alloc_dst=False
         )
-        self.ops.free_all_after(op, gpu, [n for _, n in self.backward_alloc[u]])  # none held
+        if held:  # (else freed already: copied into DeepSpeed's bucket, engine/bucket_flush.py)
+            self.ops.free_all_after(op, gpu, [n for _, n in self.backward_alloc[u]])
         self.ready.gradients[u] = host_accumulation(self.c, self.ops, u, mb, step, op)
         if last:
             after_boundary_write(self.c, self.ops, self.ready, u, step, op)
+        if self.in_stream and op is not None:
+            self.ops.barrier(("gradient copies {} mb{}", unit.name, mb), step, [op], Role.STATE)
         return op
 
     def micro_batches(self, step: int) -> None:

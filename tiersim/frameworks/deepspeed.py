@@ -34,12 +34,14 @@ ZERO_OFFLOAD_KEYS = {
 }
 # zero_optimization keys onto training.deepspeed keys (the same names; 0 allowed, as DeepSpeed's)
 ZERO_DEEPSPEED_KEYS = ("stage3_max_reuse_distance", "stage3_param_persistence_threshold")
+ZEROPP_SWITCHES = ("zero_quantized_weights", "zero_quantized_gradients")  # config/zeropp.py
 # DeepSpeed's optimizer types tiersim has, the registry's (state/optimizers.py; config.py
 # lower-cases the type; "muon" its MUON_OPTIMIZER, MuonWithAuxAdam: engine.py 007cca6a
 # `_configure_basic_optimizer`)
 OPTIMIZERS = {ds.lower(): ours for ds, ours in framework_names("deepspeed").items()}
 # zero_optimization keys read here (an "auto" among them the HF Trainer does not fill: refused)
-_ZERO_READ = {"stage", *ZERO_OFFLOAD_KEYS, *ZERO_DEEPSPEED_KEYS, "overlap_comm", "reduce_scatter",
+_ZERO_READ = {"stage", *ZERO_OFFLOAD_KEYS, *ZERO_DEEPSPEED_KEYS, *ZEROPP_SWITCHES,
+              "zero_hpz_partition_size", "overlap_comm", "reduce_scatter",
               "offload_optimizer", "offload_param", "cpu_offload", "cpu_offload_params",
               "cpu_offload_param"}  # fmt: skip
 ZERO_NOT_MODELLED = {
@@ -48,15 +50,8 @@ ZERO_NOT_MODELLED = {
     "stage3_gather_16bit_weights_on_model_save": "a checkpoint-format choice, not modelled",
     "save_muon_momentum_buffer_in_memory": "tiersim counts ZeRO-3's Muon on the GPU as run "
     "with it true, the only way stage3.py runs it there",
-    # ZeRO++ (DeepSpeed 0.19.8 zero/config.py, partition_parameters.py): not modelled, said how
-    "zero_hpz_partition_size": "ZeRO++ hpZ, not modelled: above 1, each GPU also keeps a "
-    "secondary copy of the 16-bit weights sharded over that many GPUs (_partition_param_sec: "
-    "weights / size each, not counted: HBM under-counted), which backward all-gathers within "
-    "that group (counted over the whole data-parallel group)",
-    "zero_quantized_weights": "ZeRO++ qwZ, not modelled: the weights' all-gathers run in int8 "
-    "(counted at the weights' precision)",
-    "zero_quantized_gradients": "ZeRO++ qgZ, not modelled: the gradients are reduced quantized "
-    "by all-to-all (counted as a reduce-scatter at the gradients' precision)",
+    "zero_quantized_nontrainable_weights": "frozen weights kept in int8: all are trained here",
+    "zeropp_loco_param": "LoCo-ZeRO++'s error feedback for qgZ: its error buffers not counted",
 }
 
 
@@ -216,6 +211,10 @@ def _zero(out: Mapped, key: str, value: Any) -> None:
             out.put(f"training.deepspeed.{sub}", integer(where, val, low=0), where)
         elif sub == "overlap_comm":
             out.put("training.offload.overlap_comm", boolean(where, val), where)
+        elif sub in ZEROPP_SWITCHES:
+            out.put(f"training.deepspeed.{sub}", boolean(where, val), where)
+        elif sub == "zero_hpz_partition_size":
+            _hpz(out, where, integer(where, val, low=0))
         elif sub == "reduce_scatter":  # false: all-reduces (config/deepspeed.py)
             out.put("training.deepspeed.reduce_scatter", boolean(where, val), where)
         elif sub == "offload_optimizer":
@@ -231,6 +230,15 @@ def _zero(out: Mapped, key: str, value: Any) -> None:
         else:
             out.unmapped(where, val, ZERO_NOT_MODELLED.get(sub, ""))
     _offload_below_stage(out, key)
+
+
+def _hpz(out: Mapped, where: str, size: int) -> None:
+    """ZeRO++ hpZ's group size (config/zeropp.py); 0 and 1 are off alike (zero/config.py
+    `Field(1, ge=0)`; stage3.py builds the group `if self.zero_hpz_partition_size > 1`)."""
+    if size <= 1:
+        out.unmapped(where, size, "hpZ off (DeepSpeed builds its group only above 1)")
+    else:
+        out.put("training.deepspeed.zero_hpz_partition_size", size, where)
 
 
 # DeepSpeed's offloads and the ZeRO stages that run them (zero/config.py: offload_param

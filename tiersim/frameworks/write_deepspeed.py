@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 from tiersim.config.schema import Scenario
+from tiersim.config.zeropp import given_settings
 from tiersim.core.errors import Problem
 from tiersim.frameworks.written import Emitted, framework_note, global_batch
 from tiersim.state.optimizers import optimizer
@@ -88,6 +89,7 @@ def _zero(s: Scenario, notes: list[Problem]) -> dict[str, object]:
         _drop_stage3(zero, s.parallel.zero_stage, notes)
     if not t.deepspeed.reduce_scatter:  # DeepSpeed's default true is left to it
         zero["reduce_scatter"] = False
+    zero |= given_settings(t.deepspeed)  # ZeRO++'s, under DeepSpeed's names (config/zeropp.py)
     whole = optimizer(t.optimizer).deepspeed_whole_matrices  # DeepSpeed's Muon
     if whole and s.parallel.zero_stage == 3 and pl.optimizer_compute == "gpu":
         # stage3.py raises ValueError without it (the momentum neither swapped nor kept):

@@ -197,6 +197,7 @@ def _comm_terms(u: Unit, m: int, cap: dict) -> list[float]:
     ]
     terms += [_comm_s(comm, m, cap) for comm in (u.ep_forward_hidden, u.ep_backward_hidden)]
     terms.append(_comm_s(u.dp_weights, 2 * m + 2, cap) + _comm_s(u.dp_gradients, m + 1, cap))
+    terms.append(_comm_s(u.dp_weights_secondary, 2 * m + 2, cap))  # ZeRO++ hpZ's
     terms.append(_comm_s(u.dp_parameters, 2, cap) + _comm_s(u.embedding_sync, 2, cap))
     return terms
 

@@ -46,6 +46,12 @@ class Accounting:
     recompute_every: int = 1
     # training.fp8 under Transformer Engine: linears keep FP8 inputs (state/activations_fp8.py)
     fp8_linears: bool = False
+    # selective recompute: whether the attention core runs inside its checkpoint (Megatron-Core
+    # whatever the kernel; transformers' layers under tiersim's checkpoint) or outside it
+    # (Megatron-DeepSpeed's FlashAttention, torchtitan's fused SDPA): the one decision what the
+    # layer keeps (state/activation_policy.py `kept`) and what its backward reruns
+    # (`core_recomputed`, workload/kernels.py and stage_times.py) both read
+    core_checkpointed: bool = True
     # the loss computed and differentiated chunk by chunk in forward (state/chunked_loss.py)
     loss_chunks: int = 1
     # on the CPU, the route a bf16 GEMM takes (groundtruth/cpu_gemm_scratchpad.py): "onednn"
@@ -55,6 +61,10 @@ class Accounting:
     # training.recompute (none, full, selective, selective_op): under huggingface, what the
     # checkpoints hold outside the layers (state/hf_selective.py)
     recompute: str = "none"
+    # K/V heads the tensor group keeps together where parallel.tensor exceeds the KV heads:
+    # Megatron-Core's gather path keeps one a rank, t in all (workload/qkv_gather.py); 0: the
+    # model's kv_heads
+    kv_heads_held: int = 0
 
     def __post_init__(self) -> None:
         if self.implementation not in IMPLEMENTATIONS:

@@ -4,9 +4,11 @@ last stage (`model.mtp_layers`). tiersim/state/activations.py uses both."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from tiersim.state.activation_kinds import Accounting, Item
+from tiersim.state.layer_sac import checkpointed_share
 
 if TYPE_CHECKING:
     from tiersim.state.transformer_shape import TransformerShape
@@ -27,27 +29,64 @@ MODULE_ITEMS = {
 }
 
 
-# Megatron-Core checkpoints the whole core attention (attention.py
-# `_checkpointed_attention_forward`: tensor_parallel.checkpoint over query, key, value), so it
-# keeps q, k and v, the checkpoint's inputs, and recomputes the rest: a fused kernel's softmax
-# statistics and its output. That output is the out-projection's input, which a bf16 linear
-# keeps itself; Transformer Engine's FP8 linear keeps only its FP8 copy
-# (state/activations_fp8.py), so under FP8 the bf16 output goes too (docs/nemo-memory.md).
+# Megatron-Core checkpoints the whole core attention whatever the kernel (attention.py
+# `_checkpointed_attention_forward`: tensor_parallel.checkpoint over query, key, value, the mask
+# and the rotary embedding, NVIDIA/Megatron-LM megatron/core/transformer/attention.py at
+# f41b4fd4; `forward` calls it `if self.checkpoint_core_attention and self.training`, at
+# 00c2c0ad), under `recompute_granularity == 'selective'` with "core_attn" among
+# `recompute_modules`, its default (transformer_config.py at 002526d8: 'default:
+# ["core_attn"]', "core_attn" by "normal checkpointing"). Its TEDotProductAttention calls TE's
+# DotProductAttention.forward without `checkpoint_core_attention` (TE's own checkpoint left
+# off): Megatron's checkpoint wraps the TE call. Its CheckpointFunction runs the function
+# under torch.no_grad() and saves its inputs alone (tensor_parallel/random.py at cf547dea), so
+# it keeps q, k and v and recomputes the rest: a fused kernel's fp32 log-sum-exp (in bf16
+# training as under FP8) and its output. That output is the out-projection's
+# input, which a bf16 linear keeps itself; Transformer Engine's FP8 linear keeps only its FP8
+# copy (state/activations_fp8.py), so under FP8 the bf16 output goes too
+# (docs/nemo-memory.md). Megatron-DeepSpeed (microsoft/Megatron-DeepSpeed
+# megatron/model/transformer.py at 1e3fc81d, ParallelAttention) sets
+# `checkpoint_core_attention` only without FlashAttention and calls `core_attention_flash`
+# outside any checkpoint: under flash it keeps the kernel's saved tensors and its backward
+# reruns nothing of the core (`Accounting.core_checkpointed` False, state/accounting.py). What
+# the layer keeps (`kept`) and what its backward reruns (workload/kernels.py
+# `selective_recompute`, workload/stage_times.py) read that one field through `core_recomputed`.
 FP8_OUT_PROJECTION = "out-projection input (FP8 copy)"
-CORE_ATTENTION_OUTPUTS = ("out-projection input", "logsumexp (fp32)")
+OUT_PROJECTION_INPUT = "out-projection input"
+LOGSUMEXP = "logsumexp (fp32)"
 
 
-def kept(items: list[Item], recompute: str, modules: tuple[str, ...] = ()) -> list[Item]:
-    """Selective recompute (Korthikanti et al. §5) recomputes the s×s terms (under TE's FP8
-    linears, the fused attention's output and statistics too); with `modules`
-    (training.recompute_modules), what those modules hold instead."""
+def reruns_core(modules: tuple[str, ...], core_checkpointed: bool) -> bool:
+    """Whether selective recompute reruns the attention core: its checkpoint holds the core
+    (`core_checkpointed`) and `modules` (training.recompute_modules) are none or name it."""
+    return core_checkpointed and (not modules or "core_attn" in modules)
+
+
+def core_recomputed(acc: Accounting) -> bool:
+    """The scenario's decision, under `training.recompute: selective` (False otherwise)."""
+    return acc.recompute == "selective" and reruns_core(
+        acc.recompute_modules, acc.core_checkpointed
+    )
+
+
+def kept(
+    items: list[Item],
+    recompute: str,
+    modules: tuple[str, ...] = (),
+    core_checkpointed: bool = True,
+) -> list[Item]:
+    """Selective recompute (Korthikanti et al. §5) recomputes the attention core where its
+    checkpoint holds it (`reruns_core`): its s×s terms, a fused kernel's log-sum-exp and,
+    under TE's FP8 linears, its output; with `modules` (training.recompute_modules), what
+    those modules hold instead (the core with core_attn)."""
     if recompute != "selective":
         return list(items)
     dropped = {name for m in modules for name in MODULE_ITEMS.get(m, ())}
-    scores = not modules or "core_attn" in modules
-    if scores and any(i.name == FP8_OUT_PROJECTION for i in items):
-        dropped.update(CORE_ATTENTION_OUTPUTS)
-    return [i for i in items if not ((scores and i.scores) or i.name in dropped)]
+    core = reruns_core(modules, core_checkpointed)
+    if core:
+        dropped.add(LOGSUMEXP)
+        if any(i.name == FP8_OUT_PROJECTION for i in items):
+            dropped.add(OUT_PROJECTION_INPUT)
+    return [i for i in items if not ((core and i.scores) or i.name in dropped)]
 
 
 def mtp_items(
@@ -55,10 +94,17 @@ def mtp_items(
 ) -> list[Item]:
     """Each MTP module keeps what a layer like the last keeps (its tensors named 'MTP ...'),
     and its two norms' inputs and the projection's 2h-wide input (2·sbh each, replicated
-    across tensor ranks unless sequence-parallel); `layer`: that layer's items."""
+    across tensor ranks unless sequence-parallel); `layer`: that layer's items. Recompute as
+    Megatron-Core's module runs it (state/mtp.py cites it): selective, the layer as the
+    model's layers (`kept`); full, one checkpoint a module whose inputs, the hidden states
+    and the embedding's output, are the norms' inputs (on 1/N of them under recompute_every N,
+    the rest keeping all, as the layers: state/layer_sac.py)."""
     dt, t, h, d = acc.compute_bytes, s * b, m.hidden, m.mtp_layers
-    own = [
-        Item("norms", "MTP norm inputs (embedding, hidden)", d * 2.0 * dt * t * h, False),
-        Item("attention_inputs", "MTP projection input", d * 2.0 * dt * t * h, False),
-    ]
-    return own + [Item(i.group, f"MTP {i.name}", d * i.nbytes, i.split, i.scores) for i in layer]
+    inputs = Item("norms", "MTP norm inputs (embedding, hidden)", d * 2.0 * dt * t * h, False)
+    own = [inputs, Item("attention_inputs", "MTP projection input", d * 2.0 * dt * t * h, False)]
+    layer = kept(layer, acc.recompute, acc.recompute_modules, acc.core_checkpointed)
+    whole = own + [Item(i.group, f"MTP {i.name}", d * i.nbytes, i.split, i.scores) for i in layer]
+    if acc.recompute != "full":
+        return whole
+    share = checkpointed_share(acc.recompute_every)
+    return [inputs] + [replace(i, nbytes=(1.0 - share) * i.nbytes) for i in whole[1:] if share < 1]

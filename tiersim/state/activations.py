@@ -64,6 +64,7 @@ from tiersim.state.activations_titan import titan_layer, titan_outside
 from tiersim.state.hf_selective import held_outside, selective_kept
 from tiersim.state.layer_sac import mixed
 from tiersim.state.op_recompute import op_saved_bytes
+from tiersim.state.qkv_gather_memory import checkpoint_keeps_gather, with_gathered_qkv
 
 if TYPE_CHECKING:
     from tiersim.state.transformer_shape import TransformerShape
@@ -90,9 +91,10 @@ def _megatron_core(m: TransformerShape, s: int, b: int, acc: Accounting) -> list
     return out
 
 
-def _megatron_attention(m: TransformerShape, t: int, dt: int) -> list[Item]:
+def _megatron_attention(m: TransformerShape, t: int, dt: int, held: int) -> list[Item]:
     """Q, K, V and the out-projection input; q/k norms keep their inputs too; latent
-    attention (tiersim.state.layers) its latents (replicated) and wider Q, K, V (split)."""
+    attention (tiersim.state.layers) its latents (replicated) and wider Q, K, V (split).
+    K and V at `held` heads for the whole group where t > kv heads (Accounting)."""
     if m.mla is not None:
         rep, qkv, out = ly.latent_activation_bytes(t, 1, m.heads, m.mla)
         return [
@@ -100,7 +102,7 @@ def _megatron_attention(m: TransformerShape, t: int, dt: int) -> list[Item]:
             Item("attention_inputs", "q, k, v (up-projected)", qkv * dt / 2, True),
             Item("attention_inputs", "out-projection input", out * dt / 2, True),
         ]
-    q, kv = m.heads * m.head_dim, m.kv_heads * m.head_dim
+    q, kv = m.heads * m.head_dim, (held or m.kv_heads) * m.head_dim
     items = [
         Item("attention_inputs", "q", dt * t * q, True),
         Item("attention_inputs", "k, v", 2.0 * dt * t * kv, True),
@@ -135,7 +137,7 @@ def megatron_layer(
         Item("norms", "input norm input", dt * t * h, False),
         Item("norms", "post-attention norm input", dt * t * h, False),
         Item("attention_inputs", "qkv projection input", dt * t * h, False),
-        *_megatron_attention(m, t, dt),
+        *_megatron_attention(m, t, dt, acc.kv_heads_held),
         Item("mlp", "mlp input", dt * t * h, False),
         *_megatron_mlp(m, s, b, dt, index),
         *_megatron_core(m, s, b, acc),
@@ -389,4 +391,6 @@ def kept_items(
     items = layer_items(m, s, b, acc, index)
     if recompute == "selective" and acc.implementation == "huggingface":
         return selective_kept(items, m, s, b, acc)
-    return policy.kept(items, recompute, acc.recompute_modules)
+    kept = policy.kept(items, recompute, acc.recompute_modules, acc.core_checkpointed)
+    gather = checkpoint_keeps_gather(acc, recompute)  # t > kv heads (state/qkv_gather_memory.py)
+    return with_gathered_qkv(kept, m, s * b, acc) if gather else kept

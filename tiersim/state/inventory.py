@@ -59,6 +59,7 @@ from tiersim.state.stages import stage_layers as stage_layers
 from tiersim.state.stages import stage_matrices as stage_matrices
 from tiersim.state.stages import unit_matrices as unit_matrices
 from tiersim.state.zero1_offload import host_share
+from tiersim.state.zeropp import secondary_weight_bytes
 
 if TYPE_CHECKING:
     from tiersim.state.resolved import Resolved
@@ -268,6 +269,9 @@ def _class_bytes(
     dense_m = [m for m in mats if not m.expert]
     dense = sharded_parameter_bytes(tr, dense_m, shards, dense_div, padded, momentum) | (apex or {})
     experts = sharded_parameter_bytes(tr, experts_m, shards, expert_div, None, momentum)
+    if not single:  # ZeRO++ hpZ's secondary weight partition (state/zeropp.py)
+        for held, part in ((dense, dense_m), (experts, experts_m)):
+            held["weights"] += secondary_weight_bytes(r, raw_parameter_bytes(tr, part)["weights"])
     on_gpu = 0 if single else host_share(r.execution, dense, experts, (dense_div, expert_div))
     workspace = workspace_bytes(r.execution, largest_tensor_elements(r.model, mats))
     if not single:  # context_comm: all_gather holds a layer's gathered K/V (state/context.py)

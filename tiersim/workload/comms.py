@@ -92,7 +92,7 @@ def link_efficiency(r: Resolved, kind: str) -> nccl.Efficiency:
     return net.intra_node_efficiency if kind == "nvlink" else net.inter_node_efficiency
 
 
-def _latency_s(r: Resolved, op: Op, buffer: float, size: int, link: GroupLink) -> float:
+def call_latency_s(r: Resolved, op: Op, buffer: float, size: int, link: GroupLink) -> float:
     """One call's time beyond sent / rate: the hops (unless a measured curve holds them)
     and NCCL's shortfall from the link's rate at this buffer size."""
     sent = buffer * BUS_FACTOR[op](size)
@@ -106,7 +106,7 @@ def _latency_s(r: Resolved, op: Op, buffer: float, size: int, link: GroupLink) -
 def comm(r: Resolved, name: str, group: str, op: Op, buffer: float, calls: int = 1) -> Comm:
     link, size = _link(r, group)
     sent = buffer * BUS_FACTOR[op](size)
-    latency = _latency_s(r, op, buffer, size, link)
+    latency = call_latency_s(r, op, buffer, size, link)
     channel = Network(NetChannel(link.kind))
     return Comm(name, sent * calls, latency * calls, channel, group)
 
@@ -239,7 +239,7 @@ def p2p_send_s(r: Resolved, hidden: int | None) -> float:
 def send_time_s(r: Resolved, nbytes: float, link: GroupLink) -> float:
     """One point-to-point send of `nbytes` on `link`, alone: at its rate, plus its latency
     and NCCL's shortfall at that size."""
-    return nbytes / link.bandwidth + _latency_s(r, "send", nbytes, 2, link)
+    return nbytes / link.bandwidth + call_latency_s(r, "send", nbytes, 2, link)
 
 
 def tensor_gather_s(r: Resolved, full: float) -> float:
@@ -314,3 +314,15 @@ def sm_share_s(r: Resolved, hidden: Comm | None, cap: dict[Network, float] | Non
     NCCL's kernels take (`gpu.collective_sm_share`) times the collective's time; `cap`: as
     `alone_s`'s."""
     return r.machine.gpu.collective_sm_share * alone_s(r, hidden, cap)
+
+
+def hidden_s(
+    r: Resolved, hidden: list[Comm | None], beside_s: float, cap: dict[Network, float] | None = None
+) -> float:
+    """Time the collectives `hidden` behind a pass's `beside_s` seconds of computation add to
+    it: the SM share NCCL's kernels take while they run beside it (`sm_share_s`), and the part
+    of their time that outlasts it, exposed: a collective cannot end before its bytes cross
+    (link_bytes.py counts them, and no link carries more than its bandwidth over the step)."""
+    alone = sum(alone_s(r, c, cap) for c in hidden)
+    share = r.machine.gpu.collective_sm_share
+    return share * min(alone, beside_s) + max(0.0, alone - beside_s)

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 from tiersim.config.mesh import Mesh
 from tiersim.state import deepspeed_muon as ds_muon
 from tiersim.state.inventory import sharded_classes
+from tiersim.workload import zeropp
 from tiersim.workload.comms import Comm, comm
 
 if TYPE_CHECKING:
@@ -32,9 +33,14 @@ def data_comms(r: Resolved, unit: Unit) -> dict[str, Comm | None]:
     if not _deepspeed_reduce_scatters(r):  # each bucket all-reduced whole, kept in part
         gradient_op = "all_reduce"
     out: dict[str, Comm | None] = {}
-    if shard["weights"]:
+    if shard["weights"] and zeropp.zeropp_weights(r):  # DeepSpeed ZeRO++ hpZ / qwZ
+        out |= zeropp.weight_gathers(r, unit.params, unit.weights_full)
+    elif shard["weights"]:
         out["dp_weights"] = _dense_and_experts(r, "dp weights", "all_gather", unit, "weights")
-    reduce = _dense_and_experts(r, "dp gradients", gradient_op, unit, "gradients")
+    if unit.grad_shapes and gradient_op == "reduce_scatter":  # ZeRO++ qgZ
+        reduce = zeropp.qgz_reduce(r, unit)
+    else:
+        reduce = _dense_and_experts(r, "dp gradients", gradient_op, unit, "gradients")
     out["dp_gradients"] = _with_muon_gathers(r, unit, reduce)
     if not shard["weights"] and sharded_update:
         out["dp_parameters"] = _dense_and_experts(r, "dp parameters", "all_gather", unit, "weights")

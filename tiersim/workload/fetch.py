@@ -31,13 +31,14 @@ from tiersim.core.records import record
 from tiersim.state.model import Matrix
 from tiersim.workload.comms import Comm
 from tiersim.workload.experts import alone_split
+from tiersim.workload.zeropp import weight_gathers, zeropp_weights
 
 if TYPE_CHECKING:
     from tiersim.state.resolved import Resolved
 
 _SPLIT_BYTES = ("weights_full", "gradients_full", "gradients_for_update", "weights_updated")
 _SPLIT_TIMES = ("forward_s", "backward_s", "recompute_s", "optimizer_gpu_s", "optimizer_cpu_s")
-_SPLIT_COMMS = ("dp_weights", "dp_gradients", "dp_parameters")
+_SPLIT_COMMS = ("dp_weights", "dp_weights_secondary", "dp_gradients", "dp_parameters")
 
 
 @record
@@ -152,6 +153,8 @@ def fetch_units(r: Resolved, plan: OffloadPlan, layers: list, mats: list[Matrix]
         return layers, ()
     names = [f".{k}" + (f"t{j}" if t > 1 else "") for k, t in enumerate(tiles) for j in range(t)]
     out = [p for u in layers for p in split_unit(u, pieces, lambda k, u=u: u.name + names[k])]
+    if layers[0].dp_weights is not None and zeropp_weights(r):  # each part's own gathers
+        out = [dataclasses.replace(p, **weight_gathers(r, p.params, p.weights_full)) for p in out]
     tiling = tuple(Tiling(f"{layers[0].name}.{k}", t, n) for k, (n, t) in enumerate(cut) if t > 1)
     return out, tiling
 

@@ -70,7 +70,10 @@ def fsdp_overheads_s(r: Resolved, unit: Unit) -> tuple[float, float]:
         scatter = sm_share_s(r, unit.dp_gradients)
         if fsdp2:
             scatter += COPY_IN_B * unit.gradients_full / rate
-    return fwd_gathers * gather, bwd_gathers * gather + scatter
+    back = gather  # ZeRO++ hpZ: the backward's gathers within its group (workload/zeropp.py)
+    if unit.dp_weights_secondary is not None:
+        back = sm_share_s(r, unit.dp_weights_secondary)
+    return fwd_gathers * gather, bwd_gathers * back + scatter
 
 
 def with_fsdp_overheads(r: Resolved, unit: Unit) -> Unit:

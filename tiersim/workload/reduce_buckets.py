@@ -14,6 +14,13 @@ bucket holds.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from tiersim.config.deepspeed import reduce_bucket
+from tiersim.state.inventory import rank_matrices
+
+if TYPE_CHECKING:
+    from tiersim.state.resolved import Resolved
 
 
 def reduces_per_unit(tensors: Sequence[Sequence[int]], bucket: int) -> tuple[int, ...]:
@@ -34,3 +41,21 @@ def reduces_per_unit(tensors: Sequence[Sequence[int]], bucket: int) -> tuple[int
     if counts:
         counts[-1] += 1
     return tuple(counts)
+
+
+def bucket_reduces(r: Resolved, model, stage: int, count: int) -> tuple[int, ...]:
+    """Each unit's bucket reduces, its tensors in reverse (backward's order), the layers last
+    to first, then the rest (the tied embedding's gradient completes last); () but for
+    DeepSpeed before 0.3.17 (config/deepspeed.py), or where units are not whole layers
+    (submodules, experts apart)."""
+    ex = r.execution
+    if ex.offload.framework != "deepspeed" or not ex.training.deepspeed.v03_bucket:
+        return ()  # from 0.3.17 a reduce divides what the bucket holds: no whole-buffer pass
+    bucket = reduce_bucket(r.execution.offload.reduce_bucket_size)
+    groups = rank_matrices(r, stage, model)
+    if len(groups) != count:
+        return ()
+    sizes = [[m.rows * m.cols for m in reversed(g) for _ in range(m.count)] for g in groups]
+    order = [*reversed(sizes[:-1]), sizes[-1]]
+    counts = reduces_per_unit(order, bucket)
+    return (*reversed(counts[:-1]), counts[-1])

@@ -31,6 +31,9 @@ class Unit:
     tp_forward: Comm | None = None  # blocking, in the GPU stream, per micro-batch
     tp_backward: Comm | None = None
     dp_weights: Comm | None = None  # all-gather of sharded weights before each use
+    # ... under DeepSpeed ZeRO++ hpZ, every gather but a step's first forward's: within the hpZ
+    # group, from the secondary partition (workload/zeropp.py)
+    dp_weights_secondary: Comm | None = None
     dp_gradients: Comm | None = None  # reduce-scatter or all-reduce of the unit's gradients
     dp_parameters: Comm | None = None  # all-gather of updated weights after the optimizer
     embedding_sync: Comm | None = None  # tied embeddings: first and last stage, before update
@@ -53,3 +56,5 @@ class Unit:
     cp_forward_hidden: Comm | None = None  # ... and what flows beside the attention blocks
     cp_backward_hidden: Comm | None = None
     expert_homed: Mapping[str, int] | None = None  # the routed experts' part of `homed`
+    # (rows, cols, count) of its tensors where DeepSpeed ZeRO++ qgZ reduces their gradients
+    grad_shapes: tuple[tuple[int, int, int], ...] = ()

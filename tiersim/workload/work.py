@@ -11,7 +11,6 @@ import dataclasses
 import math
 from collections.abc import Mapping
 
-from tiersim.config.deepspeed import reduce_bucket
 from tiersim.config.mesh import Mesh
 from tiersim.config.schema import PRECISION_BYTES
 from tiersim.core.frozen import replaced
@@ -34,6 +33,7 @@ from tiersim.state.inventory import (
 )
 from tiersim.state.placement import expert_homes, experts_placed_apart
 from tiersim.state.resolved import Resolved
+from tiersim.state.sharding import held_gradient_precision
 from tiersim.state.zero1_offload import host_partition, host_share
 from tiersim.workload.amax import per_layer_s as amax_per_layer_s
 from tiersim.workload.amax import with_amax_reduction
@@ -42,8 +42,9 @@ from tiersim.workload.comms import (
     Comm,
     capacities,
     embedding_sync,
+    hidden_s,
+    joined,
     rest_tensor_comms,
-    sm_share_s,
     tensor_comms,
 )
 from tiersim.workload.context import context_comms
@@ -52,12 +53,15 @@ from tiersim.workload.data_parallel import data_comms
 from tiersim.workload.experts import alone_split, expert_comms, overlapped, routed_flops_share
 from tiersim.workload.fetch import fetch_units
 from tiersim.workload.fsdp_exposure import with_fsdp_overheads
+from tiersim.workload.gradient_buckets import gradient_buckets
 from tiersim.workload.optimizer_bytes import mixed_precision_bytes
 from tiersim.workload.optimizer_gathers import update_collectives_s, update_gemm_flops
-from tiersim.workload.reduce_buckets import reduces_per_unit
+from tiersim.workload.qkv_gather import qkv_gather_comms
+from tiersim.workload.reduce_buckets import bucket_reduces
 from tiersim.workload.stage_times import bubble as stage_bubble
 from tiersim.workload.stage_times import chunk_units, chunks, compute_times
 from tiersim.workload.unit import Unit
+from tiersim.workload.zeropp import qgz_shapes
 
 
 @record
@@ -78,6 +82,8 @@ class Workload:
     parts_per_layer: int = 1  # fetch units per layer (DeepSpeed: its submodules)
     bucket_reduces: tuple[int, ...] = ()  # ZeRO-1/2 bucket reduces per unit and micro-batch
     # (workload/reduce_buckets.py; empty: offload.reduce_bucket_size not given)
+    gradient_buckets: tuple = ()  # each unit's DeepSpeed bucket reduction issued after its
+    # backward (workload/gradient_buckets.py; empty: one reduction a unit)
 
 
 def _optimizer_times(r: Resolved, touched: float, updated_params: float) -> tuple[float, float]:
@@ -153,7 +159,7 @@ def _unit(
     g_full = raw_parameter_bytes(tr, mats)["gradients"]
     if tr.framework == "fsdp":  # autograd's, reduce-scattered: param_dtype
         g_full, expert_g = params * compute_bytes, expert_params * compute_bytes
-    g_update = math.ceil(updated * PRECISION_BYTES[prec.gradients])
+    g_update = math.ceil(updated * PRECISION_BYTES[held_gradient_precision(tr)])
     w_updated = math.ceil(updated * PRECISION_BYTES[prec.weights])
     weights_read = 0 if master_bytes(prec) else w_updated  # no master: update weights in place
     touched = g_update + 2 * (homed["master"] + homed["optimizer"]) + w_updated + weights_read
@@ -177,6 +183,7 @@ def _unit(
         muon_values=sum(o * i for o, i in ds_muon.shapes_of(r, mats)),
         expert_gradients_full=expert_g,
         expert_homed=expert_homed if expert_params else None,
+        grad_shapes=qgz_shapes(r, mats),  # ZeRO++ qgZ's (none without it)
         **(comms or {}),
     )
 
@@ -225,7 +232,7 @@ def _stage_units(r: Resolved, model, stage: int, cap: dict) -> tuple[list[Unit],
     par = r.execution.parallel
     groups = rank_matrices(r, stage, model)
     ends = (stage == 0, stage == par.pipeline - 1)
-    tp = (*tensor_comms(r, model.hidden), context_comms(r, model))
+    tp = (*tensor_comms(r, model.hidden), context_comms(r, model), qkv_gather_comms(r, model))
     timed: dict = {}
     units: list[Unit] = []
     at = 0  # the run's first layer among the stage's (groups: one per layer)
@@ -247,7 +254,7 @@ def _stage_units(r: Resolved, model, stage: int, cap: dict) -> tuple[list[Unit],
         **data_comms(r, rest),
         tp_forward=rest_f,
         tp_backward=rest_b,
-        backward_s=rest.backward_s + sm_share_s(r, rest_hidden, cap),
+        backward_s=rest.backward_s + hidden_s(r, [rest_hidden], rest.backward_s, cap),
         embedding_sync=embedding_sync(r, model, stage),
     )
     return [*units, with_fsdp_overheads(r, rest)], groups[0]
@@ -255,10 +262,11 @@ def _stage_units(r: Resolved, model, stage: int, cap: dict) -> tuple[list[Unit],
 
 def _with_layer_comms(r: Resolved, u: Unit, tp: tuple, cap: dict) -> Unit:
     """A layer's unit with its data-parallel collectives and, unless it is a layer's routed
-    experts placed apart (no tensor collectives of their own), its tensor-parallel ones."""
+    experts placed apart (no tensor collectives of their own), its tensor-parallel ones: the
+    QKV gather's (t > kv heads, workload/qkv_gather.py) blocking, overlapped or not."""
     if u.home is not None:
         return replaced(u, **data_comms(r, u))
-    tp_fwd, tp_bwd, tp_hidden, cp = tp
+    tp_fwd, tp_bwd, tp_hidden, cp, (qkv_fwd, qkv_bwd) = tp
     context = {
         "cp_forward": cp.forward,
         "cp_backward": cp.backward,
@@ -266,20 +274,18 @@ def _with_layer_comms(r: Resolved, u: Unit, tp: tuple, cap: dict) -> Unit:
         "cp_backward_hidden": cp.backward_hidden,
     }
     if r.execution.parallel.overlap_tensor_forward:
-        # Transformer Engine's userbuffers (--tp-comm-overlap): the forward's collectives run
-        # split inside their GEMMs, and with overlap_tensor_backward the backward's all do:
-        # each costs only the SM share it takes
-        forward_s = u.forward_s + sm_share_s(r, tp_fwd, cap)
+        # TE's userbuffers (--tp-comm-overlap): the forward's collectives run split inside
+        # their GEMMs, with overlap_tensor_backward the backward's too: each costs its SM share
+        forward_s = u.forward_s + hidden_s(r, [tp_fwd], u.forward_s, cap)
         both = r.execution.parallel.overlap_tensor_backward
-        backward_s = u.backward_s + sm_share_s(r, tp_hidden, cap)
-        if both:
-            backward_s += sm_share_s(r, tp_bwd, cap)
+        hidden = [tp_hidden, tp_bwd if both else None]
+        backward_s = u.backward_s + hidden_s(r, hidden, u.backward_s, cap)
         return replaced(
             u,
             **data_comms(r, u),
             **context,
-            tp_forward=None,
-            tp_backward=None if both else tp_bwd,
+            tp_forward=qkv_fwd,
+            tp_backward=_plus("tp backward", None if both else tp_bwd, qkv_bwd),
             forward_s=forward_s,
             backward_s=backward_s,
         )
@@ -287,10 +293,15 @@ def _with_layer_comms(r: Resolved, u: Unit, tp: tuple, cap: dict) -> Unit:
         u,
         **data_comms(r, u),
         **context,
-        tp_forward=tp_fwd,
-        tp_backward=tp_bwd,
-        backward_s=u.backward_s + sm_share_s(r, tp_hidden, cap),
+        tp_forward=_plus("tp forward", tp_fwd, qkv_fwd),
+        tp_backward=_plus("tp backward", tp_bwd, qkv_bwd),
+        backward_s=u.backward_s + hidden_s(r, [tp_hidden], u.backward_s, cap),
     )
+
+
+def _plus(name: str, tp: Comm | None, qkv: Comm | None) -> Comm | None:
+    """The layer's blocking tensor collectives with the QKV gather's, where it has one."""
+    return tp if qkv is None else joined(name, [tp, qkv])
 
 
 def _renamed(u: Unit, first: int, index: int) -> Unit:
@@ -330,18 +341,14 @@ def build_workload(
     )
     tr = r.execution.training
     tokens = r.execution.seq_len * tr.micro_batch_size * tr.grad_accumulation * par.data
+    by_chunk = _stage_chunks(par, inv.stage, len(units) - 1)
     return Workload(
         units=tuple(units),
         micro_batches=tr.grad_accumulation,
         tokens_per_step=tokens,
         hbm_resident=resident,
         stage=inv.stage,
-        chunks=chunks(
-            len(units) - 1,
-            par.virtual_pipeline,
-            inv.stage == 0 < par.pipeline - 1,
-            chunk_units(par, inv.stage, len(units) - 1),
-        ),
+        chunks=by_chunk,
         gradients_every_microbatch=every_mb,
         bubble_s=bubble,
         bubble_after_s=after,
@@ -352,8 +359,15 @@ def build_workload(
         ),
         tiling=tiling,
         parts_per_layer=per_layer,
-        bucket_reduces=_bucket_reduces(r, model, inv.stage, len(units)),
+        bucket_reduces=bucket_reduces(r, model, inv.stage, len(units)),
+        gradient_buckets=gradient_buckets(r, units, by_chunk),
     )
+
+
+def _stage_chunks(par, stage: int, layers: int) -> tuple[tuple[int, ...], ...]:
+    """The stage's units (its `layers` and its rest) by model chunk (stage_times.chunks)."""
+    first = stage == 0 < par.pipeline - 1
+    return chunks(layers, par.virtual_pipeline, first, chunk_units(par, stage, layers))
 
 
 def _parts(r: Resolved, shared: dict):
@@ -371,21 +385,3 @@ def _parts(r: Resolved, shared: dict):
         return shared[key]
 
     return get
-
-
-def _bucket_reduces(r: Resolved, model, stage: int, count: int) -> tuple[int, ...]:
-    """Each unit's bucket reduces, its tensors in reverse (backward's order), the layers last
-    to first, then the rest (the tied embedding's gradient completes last); () but for
-    DeepSpeed before 0.3.17 (config/deepspeed.py), or where units are not whole layers
-    (submodules, experts apart)."""
-    ex = r.execution
-    if ex.offload.framework != "deepspeed" or not ex.training.deepspeed.v03_bucket:
-        return ()  # from 0.3.17 a reduce divides what the bucket holds: no whole-buffer pass
-    bucket = reduce_bucket(r.execution.offload.reduce_bucket_size)
-    groups = rank_matrices(r, stage, model)
-    if len(groups) != count:
-        return ()
-    sizes = [[m.rows * m.cols for m in reversed(g) for _ in range(m.count)] for g in groups]
-    order = [*reversed(sizes[:-1]), sizes[-1]]
-    counts = reduces_per_unit(order, bucket)
-    return (*reversed(counts[:-1]), counts[-1])
