@@ -33,7 +33,7 @@ KEYS = ("zero_hpz_partition_size", "zero_quantized_weights", "zero_quantized_gra
 def given_settings(deepspeed) -> dict[str, object]:
     """The ZeRO++ settings away from their defaults."""
     out = {}
-    if deepspeed.zero_hpz_partition_size != 1:
+    if deepspeed.zero_hpz_partition_size > 1:  # 0 and 1 are off alike (DeepSpeed's ge=0)
         out["zero_hpz_partition_size"] = deepspeed.zero_hpz_partition_size
     for key in KEYS[1:]:
         if getattr(deepspeed, key):

@@ -47,7 +47,7 @@ from tiersim.state.host_timeline import HostTimeline, evaluate_host
 from tiersim.state.inventory import Inventory, rank_matrices
 from tiersim.state.optimizers import optimizer
 from tiersim.state.resolved import Resolved
-from tiersim.state.sharding import as_held, master_bytes
+from tiersim.state.sharding import as_held, held_gradient_precision, master_bytes
 from tiersim.state.step_optimizer import update_values, weight_shards
 from tiersim.state.timeline import Event
 from tiersim.state.timeline_size import check_timeline_size
@@ -80,7 +80,8 @@ FP32 = 4
 
 
 def _stored(c: Context) -> int:
-    return PRECISION_BYTES[c.res.execution.training.precision.gradients]
+    """The gradients' bytes a value as held to the update (FSDP2: the parameters' dtype)."""
+    return PRECISION_BYTES[held_gradient_precision(c.res.execution.training)]
 
 
 class _Steps:

@@ -167,7 +167,7 @@ def _plan(r: Resolved, layers: list[LayerMemory], stage: int) -> _Plan:
 def _group(r: Resolved, p: _Plan, key: str, unit: str, lay: LayerMemory | None, rest: int):
     values = padded_group_values(r, unit, lay.params if lay else rest)
     nbytes = _gathered_bytes(p, lay, values) if lay else values * p.cb
-    return Group(key, math.ceil(nbytes), values * p.grad_bytes, lay.tensors if lay else 3)
+    return Group(key, math.ceil(nbytes), values * p.grad_bytes, lay.tensors if lay else 3, values)
 
 
 def _gathered_bytes(p: _Plan, lay: LayerMemory, values: float) -> float:
