@@ -14,7 +14,7 @@ from tiersim.core.units import fmt_bytes
 from tiersim.state.buffers import offload_gradient_buffer_bytes
 from tiersim.state.classes import PER_PARAMETER
 from tiersim.state.context import gathered_kv_bytes
-from tiersim.state.inventory import Inventory, stage_layers
+from tiersim.state.inventory import Inventory, rank_matrices, stage_layers
 from tiersim.state.model import Transformer, UnitKind
 from tiersim.state.resolved import Resolved, resolve
 from tiersim.state.zeropp import secondary_weight_bytes
@@ -58,7 +58,8 @@ def _hpz_weights(r: Resolved, inv: Inventory) -> list[str]:
     h = hpz_ranks(r.execution.training, r.execution.parallel)
     if h <= 1:
         return []
-    extra = fmt_bytes(secondary_weight_bytes(r, inv.dense["weights"]))
+    mats = [m for unit in rank_matrices(r, inv.stage) for m in unit]
+    extra = fmt_bytes(secondary_weight_bytes(r, mats))
     return [
         f"  weights (DeepSpeed ZeRO++ hpZ, zero_hpz_partition_size {h}): also a secondary "
         f"partition over {h} ranks, weights / {h} ({extra}), held from the first forward to "
