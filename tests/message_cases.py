@@ -90,6 +90,12 @@ CASES = (
         (("E-LAYOUT", "<tmp>/s.yaml: parallel.tensor"),) * 2,  # heads, and kv_heads
     ),
     _scenario(
+        "tensor parallelism beyond the KV heads under torchtitan (framework fsdp)",
+        "name: x\nmodel: {preset: llama-3-8b}\ntraining: {seq_len: 1024, framework: fsdp}\n"
+        "parallel: {tensor: 16}\n",
+        (("E-CONFLICT", "<tmp>/s.yaml: parallel.tensor"),),
+    ),
+    _scenario(
         "a combination Megatron-Core refuses (overlap_expert_comm on plain 1F1B)",
         "name: x\nmodel: {preset: mixtral-8x7b}\ntraining: {seq_len: 1024, framework: megatron}\n"
         "parallel: {data: 2, expert: 2, pipeline: 2, overlap_expert_comm: true}\n",

@@ -124,7 +124,7 @@ def test_the_policy_on_the_layers_items():
     lse = [i for i in items if i.name == LSE]
     assert [(i.nbytes, i.split) for i in lse] == [(LSE_BYTES, True)]
     assert LSE not in [i.name for i in kept(items, "selective")]
-    assert LSE in [i.name for i in kept(items, "selective", fused_core_checkpointed=False)]
+    assert LSE in [i.name for i in kept(items, "selective", core_checkpointed=False)]
     assert LSE in [i.name for i in kept(items, "selective", ("mlp",))]
     assert [i.name for i in kept(items, "none")] == [i.name for i in items]
 

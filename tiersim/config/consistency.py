@@ -9,6 +9,7 @@ from tiersim.config.distributed_optimizer import distributed_optimizer_problems
 from tiersim.config.expert_overlap_checks import expert_overlap_problems
 from tiersim.config.fields import plain_fields
 from tiersim.config.kernel_checks import compile_problems, fp8_problems, sustained_problems
+from tiersim.config.kv_head_split import kv_head_problems
 from tiersim.config.layout_checks import mesh_problems
 from tiersim.config.loss_chunks import loss_chunk_problems
 from tiersim.config.precision_checks import precision_problems
@@ -337,6 +338,7 @@ def consistency_problems(s: Scenario) -> list[Problem]:
         _tier_problems(s)
         + _endurance_problems(s)
         + mesh_problems(s)
+        + kv_head_problems(s)
         + _recompute_module_problems(s)
         + _selective_op_problems(s)
         + _recompute_every_problems(s)

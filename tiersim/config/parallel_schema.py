@@ -24,7 +24,9 @@ class Parallel(Strict):
     """The parallel layout: GPUs = data x tensor x pipeline x context (1: not split)."""
 
     data: PositiveInt = 1  # data-parallel replicas, each on its own micro-batches
-    tensor: PositiveInt = 1  # ranks each layer's matrices are split over (Megatron TP)
+    # ranks each layer's matrices are split over (Megatron TP); more than model.kv_heads
+    # only where Megatron-Core splits them (docs/parallelism.md)
+    tensor: PositiveInt = 1
     pipeline: PositiveInt = 1  # pipeline stages the layers are split into
     virtual_pipeline: PositiveInt = 1  # model chunks per pipeline stage (interleaved 1F1B)
     # sequence parallelism: norms' and dropouts' activations split over the tensor ranks

@@ -1,6 +1,7 @@
 """Pruning with the exact inventory: a candidate that is not a valid scenario, has no route for
 a movement its placement implies, or whose resident state does not fit a tier is never
-simulated. Equal scenarios (written differently) are simulated once."""
+simulated. Equal scenarios (written differently) are simulated once, and so are candidates
+that differ only in a prefetch depth their run does not read (tiersim.plan.pruned)."""
 
 from __future__ import annotations
 
@@ -8,9 +9,7 @@ import copy
 import dataclasses
 import hashlib
 import math
-from collections import Counter
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -27,9 +26,11 @@ from tiersim.config.schema import ExpertPlacement, Placement, Scenario
 from tiersim.core.errors import InfeasibleError, InputError
 from tiersim.core.records import record
 from tiersim.engine import margins
+from tiersim.engine.depth_reads import reads_prefetch_depth
 from tiersim.hardware.topology import Topology
 from tiersim.plan.bound import StepBound, step_bound, wear_floor
-from tiersim.plan.nearest import Miss, Over, bytes_over, missed, nearer, overflowing
+from tiersim.plan.nearest import Over, bytes_over, missed, overflowing
+from tiersim.plan.pruned import UNREAD, Candidate, Pruned
 from tiersim.plan.space import override_text
 from tiersim.plan.upper import alike_runs, checkpoint_share_s, margin, serial_step_s
 from tiersim.runner import check_runnable
@@ -37,7 +38,6 @@ from tiersim.state.classes import STATE_CLASSES
 from tiersim.state.inventory import build_inventory
 from tiersim.state.resolved import Resolved, resolve
 from tiersim.sweep.estimate import layer_passes
-from tiersim.sweep.worker import PointTask
 from tiersim.workload.work import build_workload
 
 PRESET_SECTIONS = ("model.", "hardware.", "model", "hardware")  # what presets fill
@@ -54,86 +54,6 @@ HOME_CHOICES = frozenset(
 )
 
 
-@record(slots=True)
-class Candidate:
-    overrides: tuple[str, ...]  # `path=value`, as `tiersim run --set` takes them
-    values: dict[str, Any]  # path -> value
-    task: PointTask | None  # built when it is simulated (`Pruned.task`); None until then
-    gpus: int  # the job's GPUs: the mesh's world (data x tensor x pipeline x context)
-    price_per_gpu_hour: float | None
-    passes: int  # layer passes it simulates, to estimate its time by
-    bound: StepBound | None = None  # its step can take no less (None: not bounded)
-    tokens_per_step: int = 0
-    hbf_optimizer: bool = False  # optimizer state homed (in part) on HBF (plan.rank.HBF)
-    # a plan holding every wear budget takes at least this long a step (plan.bound.wear_floor)
-    wear_floor_s: float = 0.0
-    wear_tier: str | None = None  # the tier whose budget sets it
-    # tier capital per GB and the period it is written off over (tiersim.analysis.cost)
-    tier_prices: dict[str, float] = field(default_factory=dict)
-    amortization_s: float | None = None
-    # its step's period can take no more (plan.upper, with its margin): where that is under
-    # the wear floor, no run of it holds the budget
-    upper_s: float = math.inf
-    # of which a durable checkpoint's stall share (with the margin): its period is at most its
-    # step as simulated plus this (tiersim.plan.screening)
-    checkpoint_upper_s: float = math.inf
-
-
-@dataclass
-class Pruned:
-    kept: list[Candidate] = field(default_factory=list)
-    checked: int = 0
-    invalid: Counter = field(default_factory=Counter)  # reason -> candidates
-    unfit: Counter = field(default_factory=Counter)  # tier -> candidates it cannot hold
-    unfit_candidates: int = 0  # candidates some tier cannot hold
-    duplicates: int = 0
-    # of those, the ones that differ at most in the home of a class none holds a byte of (an
-    # optimizer without state: sgd), by the classes ("optimizer", `Checker._key`)
-    empty_homes: Counter = field(default_factory=Counter)
-    keys: list[str] = field(default_factory=list)  # each kept candidate's scenario key
-    seen: set[str] = field(default_factory=set)  # the keys, to find a duplicate by
-    base: tuple[dict[str, Any], str, str] | None = None  # (mapping, folder, source)
-    nearest: Miss | None = None  # the unfit candidate nearest to fitting (plan.nearest)
-
-    def task(self, candidate: Candidate) -> PointTask:
-        """The candidate's point as a worker runs it: the scenario's mapping with its
-        choices written in (the search's own runs price the wear remedies: plan.run)."""
-        if candidate.task is not None:
-            return candidate.task
-        assert self.base is not None  # set by `prune`
-        raw, folder, source = self.base
-        mapping = copy.deepcopy(raw)
-        for path, value in candidate.values.items():
-            set_path(mapping, path.split("."), copy.deepcopy(value))
-        sets = " --set ".join(candidate.overrides)
-        return PointTask(mapping, folder, f"{source} --set {sets}", remedies=False)
-
-    def duplicate(self, key: str) -> None:
-        """A candidate whose scenario's key (`Checker._key`) one kept already has."""
-        self.duplicates += 1
-        empty = key.split("|")[2:]
-        if empty:
-            self.empty_homes[" and ".join(empty)] += 1
-
-    def merge(self, part: Pruned) -> None:
-        """`part`'s candidates (checked after this one's) added, the duplicates of those
-        kept here dropped."""
-        self.checked += part.checked
-        self.invalid.update(part.invalid)
-        self.unfit.update(part.unfit)
-        self.unfit_candidates += part.unfit_candidates
-        self.duplicates += part.duplicates
-        self.empty_homes.update(part.empty_homes)
-        self.nearest = nearer(self.nearest, part.nearest)
-        for key, candidate in zip(part.keys, part.kept, strict=True):
-            if key in self.seen:
-                self.duplicate(key)
-                continue
-            self.seen.add(key)
-            self.keys.append(key)
-            self.kept.append(candidate)
-
-
 def prune(
     raw: dict[str, Any],
     base_dir: Path,
@@ -146,12 +66,8 @@ def prune(
     for combo in combos:
         out.checked += 1
         candidate, key = check(combo, out)
-        if candidate is not None and key in out.seen:
-            out.duplicate(key)
-        elif candidate is not None:
-            out.seen.add(key)
-            out.keys.append(key)
-            out.kept.append(candidate)
+        if candidate is not None:
+            out.take(key, candidate)
         if out.checked % 100 == 0:
             progress(out.checked)
     return out
@@ -172,6 +88,7 @@ class Assessed:
     checkpoint_upper_s: float = math.inf  # the part of `upper_s` a checkpoint's stall adds
     one_period: bool | None = None  # its run measures one period (margins.one_period)
     costs: tuple = ()  # (GPUs, price per GPU-hour, tier prices, amortization): `costs`
+    reads_depth: bool = True  # its run reads its prefetch depth (engine.depth_reads)
 
 
 class Checker:
@@ -325,15 +242,18 @@ class Checker:
             upper_s=a.upper_s,
             checkpoint_upper_s=a.checkpoint_upper_s,
         )
-        return candidate, self._key(rest, s, a.empty)
+        return candidate, self._key(rest, s, a.empty, a.reads_depth)
 
-    def _key(self, rest: tuple, s: Scenario, empty: tuple[str, ...] = ()) -> str:
+    def _key(
+        self, rest: tuple, s: Scenario, empty: tuple[str, ...] = (), reads_depth: bool = True
+    ) -> str:
         """Its scenario's key: equal for equal scenarios, however written (`Pruned.seen`).
         The scenario but its prefetch depth, hashed once for the candidates that differ only
         in that (`rest`: the same choices), then the depth. The home of a class that holds
         no byte (`empty`: sgd's optimizer state) is left out, and the class named after: a
         candidate that differs only there holds the same bytes in the same tiers and moves
-        the same (its run differs by round-off: docs/review-2026-12-07-b.md)."""
+        the same (its run differs by round-off: docs/review-2026-12-07-b.md). A depth its run
+        does not read (`reads_depth` false) is marked UNREAD (plan.pruned.alike)."""
         if rest not in self.dumps:
             if len(self.dumps) >= RECENT:
                 self.dumps.clear()
@@ -341,7 +261,8 @@ class Checker:
             exclude = NO_DEPTH | {"placement": dict.fromkeys(empty, True) | {"experts": experts}}
             dump = s.model_dump_json(exclude=exclude).encode()
             self.dumps[rest] = hashlib.sha256(dump).hexdigest()[:16]
-        return "|".join((self.dumps[rest], repr(s.simulation.prefetch_depth), *empty))
+        depth = repr(s.simulation.prefetch_depth)
+        return "|".join((self.dumps[rest], depth if reads_depth else UNREAD + depth, *empty))
 
 
 def assess(s: Scenario, shared: dict | None = None, res: Resolved | None = None) -> Assessed:
@@ -377,7 +298,9 @@ def assess(s: Scenario, shared: dict | None = None, res: Resolved | None = None)
     floor = wear_floor(s, bound.written)
     tokens = wl.tokens_per_step
     one = margins.one_period(res, wl.units)
-    return Assessed((), empty, bound, tokens, on_hbf, floor, upper, factor * share, one, costs)
+    reads = reads_prefetch_depth(res, empty)
+    fit = (bound, tokens, on_hbf, floor, upper, factor * share, one, costs, reads)
+    return Assessed((), empty, *fit)
 
 
 def costs_of(s: Scenario) -> tuple[int, float | None, dict[str, float], float | None]:

@@ -54,6 +54,9 @@ def plan_report(outcome: PlanOutcome, objective: str, top: int) -> dict[str, Any
             # of which, by class: differing at most in the home of a class none holds a byte
             # of (sgd's optimizer state), so nothing lives where the choice puts it
             "duplicates_by_empty_home": dict(pruned.empty_homes),
+            # set aside, not simulated: differing from one simulated only in a knob their run
+            # does not read (the prefetch depth where nothing is fetched: plan.pruned), by knob
+            "collapsed": dict(pruned.collapsed),
             # never simulated: their step-time bound could not reach the answer, by the term
             # that set the bound (tiersim.plan.contenders)
             "pruned_by_bound": dict(outcome.pruned_by_bound),
@@ -72,10 +75,21 @@ def plan_report(outcome: PlanOutcome, objective: str, top: int) -> dict[str, Any
             },
         },
         "plans": [
-            {"rank": i + 1, **entry(s, objective, outcome.source, base)} for i, s in enumerate(best)
+            {"rank": i + 1, **entry(s, objective, outcome.source, base), **_alike(twins)}
+            for i, (s, twins) in enumerate(zip(best, _twins(pruned, best), strict=True))
         ],
         "hbf_optimizer": hbf_question(sims, objective, outcome.source, base),
     }
+
+
+def _twins(pruned: Any, best: list[Any]) -> list[dict[str, list[Any]]]:
+    return pruned.collapsed_into([s.candidate for s in best])
+
+
+def _alike(twins: dict[str, list[Any]]) -> dict[str, Any]:
+    """A plan's candidates collapsed into it (plan.pruned), by the knob their run does not
+    read: their values ({"simulation.prefetch_depth": [2, 4]}); nothing where none were."""
+    return {"collapsed": twins} if twins else {}
 
 
 def _space_section(outcome: PlanOutcome) -> dict[str, Any]:
@@ -135,7 +149,7 @@ def plan_text(report: dict[str, Any]) -> str:
         f"  {c['checked']:,} checked: {c['invalid']:,} invalid{_reasons(c)}, "
         f"{c['do_not_fit_candidates']:,} do not fit by the exact inventory"
         f"{_unfit(c['do_not_fit'])}, {c['duplicates']:,} duplicate{'s' * (c['duplicates'] != 1)}"
-        f"{_empty_homes(c['duplicates_by_empty_home'])}"
+        f"{_empty_homes(c['duplicates_by_empty_home'])}{_collapsed(c.get('collapsed', {}))}"
         f"{_by_bound(c['pruned_by_bound'])}; {c['simulated']:,} "
         f"simulated: {c['feasible']:,} fit and hold every budget, {c['peak_does_not_fit']:,} "
         f"overflow at their peak, {c['fail_a_wear_budget']:,} fail a wear budget"
@@ -193,6 +207,16 @@ def _empty_homes(by_class: dict[str, int]) -> str:
     return f" (differing only in the home of a class none holds: {said})"
 
 
+def _collapsed(by_knob: dict[str, int]) -> str:
+    """', 12 collapsed (differing only in a knob their run does not read:
+    simulation.prefetch_depth 12)'."""
+    if not by_knob:
+        return ""
+    said = ", ".join(f"{knob} {n:,}" for knob, n in by_knob.items())
+    n = sum(by_knob.values())
+    return f", {n:,} collapsed (differing only in a knob their run does not read: {said})"
+
+
 def _unfit(unfit: dict[str, int]) -> str:
     return f" (over {', '.join(f'{t} in {n:,}' for t, n in unfit.items())})" if unfit else ""
 
@@ -215,6 +239,9 @@ def _plan_block(plan: dict[str, Any], title: str) -> str:
         for n, p in plan["peaks"].items()
     )
     lines = [figures, f"    set:    {' '.join(plan['overrides']) or '(the scenario as it is)'}"]
+    for knob, values in plan.get("collapsed", {}).items():  # the same plan at these values
+        said = ", ".join(str(v) for v in values)
+        lines.append(f"    alike:  {knob} {said} (not read by this run: the same plan)")
     lines += [f"    binds:  {plan['binds']['time']}", f"            {plan['binds']['capacity']}"]
     if "wear" in plan["binds"]:
         lines.append(f"            {plan['binds']['wear']}")

@@ -119,17 +119,12 @@ def _sample_spread(
     rest = f"the other {left:,} go to {_workers(options, left)}, about {fmt_time(estimate)}"
     print(
         f"plan: {len(pruned.kept):,} of {pruned.checked:,} candidates fit by the inventory"
-        f"{_not_counting(pruned.duplicates)} (each simulated unless a bound rules it out): "
+        f"{pruned.not_counting()} (each simulated unless a bound rules it out): "
         f"a sample of {len(sampled)} spread over the space took {fmt_time(mean)} each on "
         "average; " + (rest if left else "none left"),
         file=to,
     )
     return sampled, estimate
-
-
-def _not_counting(n: int) -> str:
-    """', not counting 3 duplicates': the candidates set aside as another's (plan.prune)."""
-    return f", not counting {n:,} duplicate{'s' * (n != 1)}" if n else ""
 
 
 def _sample_best(

@@ -46,10 +46,12 @@ class Accounting:
     recompute_every: int = 1
     # training.fp8 under Transformer Engine: linears keep FP8 inputs (state/activations_fp8.py)
     fp8_linears: bool = False
-    # selective recompute of Megatron's layer: whether a fused kernel (flash, cuDNN) runs inside
-    # the core attention's checkpoint (Megatron-Core) or outside it (Megatron-DeepSpeed, which
-    # checkpoints its classic attention only); state/activation_policy.py
-    fused_core_checkpointed: bool = True
+    # selective recompute: whether the attention core runs inside its checkpoint (Megatron-Core
+    # whatever the kernel; transformers' layers under tiersim's checkpoint) or outside it
+    # (Megatron-DeepSpeed's FlashAttention, torchtitan's fused SDPA): the one decision what the
+    # layer keeps (state/activation_policy.py `kept`) and what its backward reruns
+    # (`core_recomputed`, workload/kernels.py and stage_times.py) both read
+    core_checkpointed: bool = True
     # the loss computed and differentiated chunk by chunk in forward (state/chunked_loss.py)
     loss_chunks: int = 1
     # on the CPU, the route a bf16 GEMM takes (groundtruth/cpu_gemm_scratchpad.py): "onednn"

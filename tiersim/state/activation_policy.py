@@ -4,9 +4,11 @@ last stage (`model.mtp_layers`). tiersim/state/activations.py uses both."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from tiersim.state.activation_kinds import Accounting, Item
+from tiersim.state.layer_sac import checkpointed_share
 
 if TYPE_CHECKING:
     from tiersim.state.transformer_shape import TransformerShape
@@ -44,28 +46,42 @@ MODULE_ITEMS = {
 # (docs/nemo-memory.md). Megatron-DeepSpeed (microsoft/Megatron-DeepSpeed
 # megatron/model/transformer.py at 1e3fc81d, ParallelAttention) sets
 # `checkpoint_core_attention` only without FlashAttention and calls `core_attention_flash`
-# outside any checkpoint: under flash it keeps the kernel's saved tensors
-# (`fused_core_checkpointed` False, state/accounting.py).
+# outside any checkpoint: under flash it keeps the kernel's saved tensors and its backward
+# reruns nothing of the core (`Accounting.core_checkpointed` False, state/accounting.py). What
+# the layer keeps (`kept`) and what its backward reruns (workload/kernels.py
+# `selective_recompute`, workload/stage_times.py) read that one field through `core_recomputed`.
 FP8_OUT_PROJECTION = "out-projection input (FP8 copy)"
 OUT_PROJECTION_INPUT = "out-projection input"
 LOGSUMEXP = "logsumexp (fp32)"
+
+
+def reruns_core(modules: tuple[str, ...], core_checkpointed: bool) -> bool:
+    """Whether selective recompute reruns the attention core: its checkpoint holds the core
+    (`core_checkpointed`) and `modules` (training.recompute_modules) are none or name it."""
+    return core_checkpointed and (not modules or "core_attn" in modules)
+
+
+def core_recomputed(acc: Accounting) -> bool:
+    """The scenario's decision, under `training.recompute: selective` (False otherwise)."""
+    return acc.recompute == "selective" and reruns_core(
+        acc.recompute_modules, acc.core_checkpointed
+    )
 
 
 def kept(
     items: list[Item],
     recompute: str,
     modules: tuple[str, ...] = (),
-    fused_core_checkpointed: bool = True,
+    core_checkpointed: bool = True,
 ) -> list[Item]:
-    """Selective recompute (Korthikanti et al. §5) recomputes the core attention: its s×s
-    terms, a fused kernel's log-sum-exp (where the kernel runs inside the checkpoint) and,
+    """Selective recompute (Korthikanti et al. §5) recomputes the attention core where its
+    checkpoint holds it (`reruns_core`): its s×s terms, a fused kernel's log-sum-exp and,
     under TE's FP8 linears, its output; with `modules` (training.recompute_modules), what
     those modules hold instead (the core with core_attn)."""
     if recompute != "selective":
         return list(items)
     dropped = {name for m in modules for name in MODULE_ITEMS.get(m, ())}
-    fused = any(i.name == LOGSUMEXP for i in items)
-    core = (not modules or "core_attn" in modules) and (fused_core_checkpointed or not fused)
+    core = reruns_core(modules, core_checkpointed)
     if core:
         dropped.add(LOGSUMEXP)
         if any(i.name == FP8_OUT_PROJECTION for i in items):
@@ -78,10 +94,17 @@ def mtp_items(
 ) -> list[Item]:
     """Each MTP module keeps what a layer like the last keeps (its tensors named 'MTP ...'),
     and its two norms' inputs and the projection's 2h-wide input (2·sbh each, replicated
-    across tensor ranks unless sequence-parallel); `layer`: that layer's items."""
+    across tensor ranks unless sequence-parallel); `layer`: that layer's items. Recompute as
+    Megatron-Core's module runs it (state/mtp.py cites it): selective, the layer as the
+    model's layers (`kept`); full, one checkpoint a module whose inputs, the hidden states
+    and the embedding's output, are the norms' inputs (on 1/N of them under recompute_every N,
+    the rest keeping all, as the layers: state/layer_sac.py)."""
     dt, t, h, d = acc.compute_bytes, s * b, m.hidden, m.mtp_layers
-    own = [
-        Item("norms", "MTP norm inputs (embedding, hidden)", d * 2.0 * dt * t * h, False),
-        Item("attention_inputs", "MTP projection input", d * 2.0 * dt * t * h, False),
-    ]
-    return own + [Item(i.group, f"MTP {i.name}", d * i.nbytes, i.split, i.scores) for i in layer]
+    inputs = Item("norms", "MTP norm inputs (embedding, hidden)", d * 2.0 * dt * t * h, False)
+    own = [inputs, Item("attention_inputs", "MTP projection input", d * 2.0 * dt * t * h, False)]
+    layer = kept(layer, acc.recompute, acc.recompute_modules, acc.core_checkpointed)
+    whole = own + [Item(i.group, f"MTP {i.name}", d * i.nbytes, i.split, i.scores) for i in layer]
+    if acc.recompute != "full":
+        return whole
+    share = checkpointed_share(acc.recompute_every)
+    return [inputs] + [replace(i, nbytes=(1.0 - share) * i.nbytes) for i in whole[1:] if share < 1]

@@ -64,6 +64,7 @@ from tiersim.state.activations_titan import titan_layer, titan_outside
 from tiersim.state.hf_selective import held_outside, selective_kept
 from tiersim.state.layer_sac import mixed
 from tiersim.state.op_recompute import op_saved_bytes
+from tiersim.state.qkv_gather_memory import checkpoint_keeps_gather, with_gathered_qkv
 
 if TYPE_CHECKING:
     from tiersim.state.transformer_shape import TransformerShape
@@ -390,4 +391,6 @@ def kept_items(
     items = layer_items(m, s, b, acc, index)
     if recompute == "selective" and acc.implementation == "huggingface":
         return selective_kept(items, m, s, b, acc)
-    return policy.kept(items, recompute, acc.recompute_modules, acc.fused_core_checkpointed)
+    kept = policy.kept(items, recompute, acc.recompute_modules, acc.core_checkpointed)
+    gather = checkpoint_keeps_gather(acc, recompute)  # t > kv heads (state/qkv_gather_memory.py)
+    return with_gathered_qkv(kept, m, s * b, acc) if gather else kept

@@ -260,11 +260,14 @@ class Transformer(TransformerShape):
         """Matrix multiplies (2 FLOPs per multiply-add) plus attention scores and values."""
         tokens = seq * batch
         linear = 2.0 * tokens * self._linear_weights_per_token(index)
+        return linear + self.core_attention_flops(seq, batch, index)
+
+    def core_attention_flops(self, seq: int, batch: int, index: int = 0) -> float:
+        """The attention core's: QK^T and AV (latent attention's over its own widths)."""
         if self.mla is not None:
-            return linear + ly.latent_attention_flops(batch, seq, self.heads, self.mla)
+            return ly.latent_attention_flops(batch, seq, self.heads, self.mla)
         keys = self.attention_keys(seq, index)
-        attention = 4.0 * batch * seq * keys * self.heads * self.head_dim  # QK^T and AV
-        return linear + attention
+        return 4.0 * batch * seq * keys * self.heads * self.head_dim
 
     def head_forward_flops(self, seq: int, batch: int) -> float:
         """The output projection to the vocabulary (logits), and any MTP modules."""

@@ -10,8 +10,10 @@ tokens, tensor-parallel size t, q = heads·head_dim, kv = kv_heads·head_dim, f 
   sliding-window layer's min(s, w));
 - backward: each linear's input gradient (T x K by N) and weight gradient (K x N by T), and
   attention's four batched products (dQ, dK, dP, dV);
-- recompute: full, the whole forward again; selective, attention's QK^T and PV again;
-  selective_op, the mms torchtitan's policy does not save (workload/op_recompute.py).
+- recompute: full, the whole forward again; selective, the attention core again where its
+  checkpoint holds it (`Accounting.core_checkpointed`: not Megatron-DeepSpeed's FlashAttention);
+  selective_op, the mms torchtitan's policy does not save (workload/op_recompute.py); the
+  last stage's MTP modules' rerun with the rest unit (workload/mtp_time.py).
 Eager attention under Megatron's implementation, where the GPU's kernel table measures its op
 set (`attention.eager`), is timed whole from it (tiersim/workload/eager_attention.py).
 Attention's products as `training.attention_kernel` runs them (tiersim/workload/attention.py):
@@ -38,9 +40,9 @@ from tiersim.core.memo import OwnerMemo
 from tiersim.core.records import record
 from tiersim.hardware.gemm import gemm_s
 from tiersim.hardware.kernel_tables import kernel_table
+from tiersim.state.activation_policy import core_recomputed
 from tiersim.state.layer_sac import checkpointed_share
 from tiersim.state.model import Transformer
-from tiersim.state.mtp import mtp_forward_flops
 from tiersim.state.resolved import Resolved
 from tiersim.workload import megatron_elementwise as mcore
 from tiersim.workload.attention import FUSED_BACKWARD, AttentionCore, attention_core
@@ -48,6 +50,7 @@ from tiersim.workload.eager import compile_bytes
 from tiersim.workload.eager_attention import MeasuredEager, eager_from_table
 from tiersim.workload.fp8 import layer_quantize_bytes, quantize_slowdown
 from tiersim.workload.layer_bytes import ElementBytes, element_bytes
+from tiersim.workload.mtp_time import mtp_forward_s, mtp_recompute_s
 from tiersim.workload.op_recompute import op_recompute_gemm_s
 from tiersim.workload.ring_attention import context_ring
 
@@ -292,14 +295,14 @@ NORM_RECOMPUTE_B = 4  # per hidden element: two norms, each reading its input, w
 def selective_recompute(
     r: Resolved, sh: _Shape, b: ElementBytes, attention: float, scores_f: float
 ) -> Kernels:
-    """Selective recompute's kernels: the attention core (QK^T, PV and the score bytes), or
-    with `training.recompute_modules` each module's forward again: mlp its two or three GEMMs
+    """Selective recompute's kernels: the attention core (QK^T, PV and the score bytes; a
+    fused kernel's forward) where its checkpoint holds it (`core_recomputed`, the decision
+    what the layer keeps reads: not Megatron-DeepSpeed's FlashAttention), and with
+    `training.recompute_modules` each module's forward again: mlp its two or three GEMMs
     and elementwise bytes, layernorm the two norms (read and write, compute precision)."""
     modules = r.accounting.recompute_modules
-    if not modules:
-        return Kernels(attention, sh.memory(scores_f))
     out = Kernels()
-    if "core_attn" in modules:
+    if core_recomputed(r.accounting):
         out += Kernels(attention, sh.memory(scores_f))
     if "mlp" in modules:
         out += Kernels(sum(sh.gemm(m, n, k) for m, n, k in sh.linears()[2:]))
@@ -316,9 +319,8 @@ def head_kernels(r: Resolved, model: Transformer) -> tuple[Kernels, Kernels]:
     memory = sh.memory(HEAD_NORM_B * sh.e + LOGIT_B * T * vt)
     forward = Kernels(sh.gemm(T, vt, h), memory / 3.0)
     backward = Kernels(sh.gemm(T, h, vt) + sh.gemm(h, vt, T), memory * 2.0 / 3.0)
-    if model.mtp_layers:  # DeepSeek-V3's MTP modules, timed by their FLOPs (peak x efficiency)
-        split = sh.t * r.execution.parallel.context
-        mtp = mtp_forward_flops(model, sh.full_seq, sh.b) / split / (sh.peak * sh.eta)
+    if model.mtp_layers:  # DeepSeek-V3's MTP modules, timed by their FLOPs (workload/mtp_time)
+        mtp = mtp_forward_s(r, model)
         forward, backward = forward + Kernels(mtp), backward + Kernels(2.0 * mtp)
     return forward, backward
 
@@ -366,10 +368,12 @@ def _unit_kernels(
     if first_stage:
         e_f, e_b = embedding_kernels(r, model)
         fwd, bwd = fwd + e_f, bwd + e_b
+    rec = Kernels()
     if last_stage:
         h_f, h_b = head_kernels(r, model)
         fwd, bwd = fwd + h_f, bwd + h_b
-    return fwd, bwd, Kernels()
+        rec = Kernels(mtp_recompute_s(r, model))  # the MTP modules' rerun (none without)
+    return fwd, bwd, rec
 
 
 def unit_times(

@@ -1,5 +1,6 @@
 """Megatron-Core's all-gather of the fused QKV output when the tensor-parallel size exceeds
-the KV heads (t > k, t a multiple of k: config/layout_checks.py refuses the rest).
+the KV heads (t > k, t a multiple of k: config/layout_checks.py refuses the rest; every
+other framework's tensor parallelism refuses or fails on it, config/kv_head_split.py).
 
 From NVIDIA/Megatron-LM @ 00caa53af30912914981c86f39db123961678bbd:
 - megatron/core/transformer/attention.py, `SelfAttention.__init__`: `linear_qkv` is one
@@ -36,11 +37,10 @@ if TYPE_CHECKING:
 
 
 def gathers_qkv(r: Resolved, model) -> bool:
-    """Whether the layers' attention takes Megatron-Core's gather path: t > kv heads."""
-    kv = getattr(model, "kv_heads", None)
-    if not kv or getattr(model, "mla", None) is not None:
-        return False
-    return r.execution.parallel.tensor > kv
+    """Whether the layers' attention takes Megatron-Core's gather path: t > kv heads under
+    Megatron-Core's tensor parallelism (config/kv_head_split.py, which refuses the layout
+    under every other framework's), read once into the accounting."""
+    return r.accounting.kv_heads_held > 0 and getattr(model, "mla", None) is None
 
 
 def qkv_bytes(r: Resolved, model) -> float:

@@ -11,11 +11,12 @@ from operator import add
 from typing import TYPE_CHECKING
 
 from tiersim.hardware.kernel_tables import kernel_table
+from tiersim.state.activation_policy import core_recomputed
 from tiersim.state.activations import MEGATRON
 from tiersim.state.layer_sac import checkpointed_share
 from tiersim.state.model import LayerView, Transformer
 from tiersim.workload import kernels, pipeline
-from tiersim.workload.comms import Comm, rest_tensor_comms, sm_share_s
+from tiersim.workload.comms import Comm, hidden_s, rest_tensor_comms
 from tiersim.workload.experts import alone_unit, combined_1f1b, routed_flops_share
 from tiersim.workload.kernels import Kernels
 from tiersim.workload.moe_kernels import busiest_rank_slowdown, moe_bytes, moe_shape
@@ -107,11 +108,12 @@ def flop_timed_kernels(
     if r.execution.training.recompute == "full":  # 1/N of the layers with recompute_every N
         recompute = forward.on_share(checkpointed_share(r.accounting.recompute_every))
     if r.execution.training.recompute == "selective" and isinstance(model, Transformer | LayerView):
-        scores = 5.0 * model.attention_heads * seq * seq * mbs / t / cp  # softmax, mask, dropout
-        recompute = Kernels(
-            4.0 * mbs * seq * seq * model.attention_width / t / cp / rate,
-            _memory_bound_s(r, scores),
-        )
+        if core_recomputed(r.accounting):  # the core where its checkpoint holds it
+            scores = 5.0 * model.attention_heads * seq * seq * mbs / t / cp  # softmax, mask, drop
+            recompute = Kernels(
+                4.0 * mbs * seq * seq * model.attention_width / t / cp / rate,
+                _memory_bound_s(r, scores),
+            )
         if r.accounting.recompute_modules:
             recompute = module_recompute(r, model, recompute, t * cp, rate)
     backward = Kernels(
@@ -184,7 +186,7 @@ def module_recompute(r: Resolved, shape, core: Kernels, split: int, rate: float)
     model = shape.model if isinstance(shape, LayerView) else shape
     index = shape.index if isinstance(shape, LayerView) else 0
     tokens = ex.seq_len * ex.training.micro_batch_size
-    out = core if "core_attn" in modules else Kernels()
+    out = core if "core_attn" in modules else Kernels()  # (none where core_recomputed says so)
     if "mlp" in modules and not model.is_moe(index):
         mats = 3 if model.gated_mlp else 2
         out += Kernels(2.0 * tokens * model.hidden * model.ffn_hidden * mats / split / rate)
@@ -212,11 +214,12 @@ def _alone_s(c: Comm | None, cap: dict[tuple[str, str], float]) -> float:
 def _rest_times(r: Resolved, model, hidden: int | None, stage: int, cap: dict) -> tuple:
     """Forward and backward seconds of one stage's rest unit for one micro-batch: the output
     head on the last stage, the tensor-parallel embedding and head collectives."""
-    fwd, bwd, _ = compute_times(
+    fwd, bwd, again = compute_times(
         r, model, False, stage == r.execution.parallel.pipeline - 1, stage == 0
     )
+    bwd += again  # the MTP modules' recompute, before their backward (0 elsewhere)
     tp_f, tp_b, hidden_c = rest_tensor_comms(r, hidden, stage)
-    bwd += sm_share_s(r, hidden_c, cap)
+    bwd += hidden_s(r, [hidden_c], bwd, cap)
     return fwd + _alone_s(tp_f, cap), bwd + _alone_s(tp_b, cap)
 
 
