@@ -48,8 +48,11 @@ def _raw(bucket: int | None, overlap: bool, bandwidth: str = "1 GB/s", stage: in
 
 
 def _plan(raw) -> list[tuple[tuple[int, ...], float] | None]:
+    """Each unit's one bucket reduction after its backward (units, bytes), or None."""
     res = resolve(scenario(raw))
-    return [f and (f.units, f.comm.nbytes) for f in build_workload(res).gradient_buckets]
+    plan = build_workload(res).gradient_buckets
+    assert all(len(after) <= 1 for after in plan)  # these layers are one tensor each
+    return [(after[0].units, after[0].comm.nbytes) if after else None for after in plan]
 
 
 def test_the_rule_flushes_where_the_next_gradient_would_overflow():
@@ -139,7 +142,7 @@ def test_a_bucket_is_one_collective_of_its_buffer_not_its_units_back_to_back():
         raw["model"]["layers"] = layers
         raw["hardware"]["network"]["intra_node_latency"] = "10 us"
         res = resolve(scenario(raw))
-        return [f.comm for f in build_workload(res).gradient_buckets if f is not None]
+        return [f.comm for after in build_workload(res).gradient_buckets for f in after]
 
     bucketed, halves, alone = comms(4, 2_000_000_000), comms(2, 1), comms(4, 1)
     assert [c.nbytes for c in bucketed] == [c.nbytes for c in halves] == [4e9, 4e9]

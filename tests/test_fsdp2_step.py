@@ -114,16 +114,20 @@ def recorded(request):
     """Rank 0's recorded steps on the world size's gloo ranks, forked once for them all: every
     cell of issue 38's matrix (groundtruth/matrix_cells.py; the cells alike but for recompute
     step one model in turn, groundtruth/fsdp2_matrix.py), keyed by the cell's names joined by
-    '-', then the steps with a model of their own."""
+    '-', then the steps with a model of their own. Muon's Newton-Schulz runs 2 iterations on
+    the dense and grouped-query models, not torch's 5: the same StepPeaks, field for field
+    (fsdp2_matrix.NS_STEPS_SAME_PEAKS; test_two_newton_schulz_iterations_peak_as_five), at
+    18 % of the file's CPU less (docs/suite-time.md)."""
     pytest.importorskip("torch", reason="needs PyTorch (the `measure` extra)")
     pytest.importorskip("transformers", reason="needs transformers (the `measure` extra)")
     from functools import partial
 
-    from tiersim.groundtruth.fsdp2_matrix import matrix_tasks
+    from tiersim.groundtruth.fsdp2_matrix import NS_STEPS_SAME_PEAKS, matrix_tasks
     from tiersim.groundtruth.fsdp2_step import outcome, record_job, run_on_ranks
 
     world = request.param
-    cells, tasks = matrix_tasks([c for c in CELLS if not missing(c[3])], world)
+    measured = [c for c in CELLS if not missing(c[3])]
+    cells, tasks = matrix_tasks(measured, world, NS_STEPS_SAME_PEAKS)
     keys = ["-".join(c) for c in cells]
     jobs = []
     if world == 2:  # and two with every layer kept whole from its forward to its backward
@@ -139,6 +143,38 @@ def recorded(request):
         keys.append("gqa-selective-bf16-eager")
     tasks += [partial(record_job, *job) for job in jobs]
     return world, dict(zip(keys, map(outcome, run_on_ranks(tasks, world)), strict=True))
+
+
+def _newton_schulz_bytes(torch, shape: tuple[int, int], steps: int) -> tuple[int, int]:
+    """(the peak over X's bf16 copy, the number of memory events) of torch.optim.Muon's
+    Newton-Schulz on a matrix of `shape`, from the profiler's memory events."""
+    from torch.optim._muon import DEFAULT_A, DEFAULT_B, DEFAULT_C, _zeropower_via_newtonschulz
+
+    grad = torch.randn(shape, generator=torch.Generator().manual_seed(0))
+    with torch.profiler.profile(profile_memory=True) as prof:
+        _zeropower_via_newtonschulz(grad, (DEFAULT_A, DEFAULT_B, DEFAULT_C), steps, 1e-7)
+    events = [e for e in prof.profiler.kineto_results.events() if e.name() == "[memory]"]
+    now = peak = 0
+    for e in sorted(events, key=lambda e: e.start_ns()):
+        now += e.nbytes()
+        peak = max(peak, now)
+    return peak, len(events)
+
+
+def test_two_newton_schulz_iterations_peak_as_five():
+    """Why the fixture's Muon runs 2 Newton-Schulz iterations: from the second on, each
+    allocates and frees the same tensors beside the last one's Gram matrix and A + A·A, so
+    the peak of 2 is the peak of 5 and each iteration after the second adds the second's
+    events again. Here on a plain tensor (GQA's gate projection, transposed); the FSDP2 cells'
+    own StepPeaks (DTensors on 1, 2 and 4 ranks, where one iteration peaks lower: its
+    optimizer phase 123,872 B under on 1 rank) were compared field for field, 2 against 5
+    (docs/suite-time.md)."""
+    torch = pytest.importorskip("torch", reason="needs PyTorch (the `measure` extra)")
+    (two, n2), (three, n3), (five, n5) = (
+        _newton_schulz_bytes(torch, (512, 128), k) for k in (2, 3, 5)
+    )
+    assert two == three == five, (two, three, five)
+    assert n5 - n3 == 2 * (n3 - n2) > 0, (n2, n3, n5)
 
 
 KEPT_WHOLE = [

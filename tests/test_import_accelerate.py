@@ -113,6 +113,7 @@ def test_accelerate_absent_keys_take_the_launchers_defaults(tmp_path):
     assert s.training.recompute == "none" and s.placement.weights == "hbm"
     # the plugin's auto_wrap_policy default NO_WRAP: one unit, the whole model gathered
     assert "fsdp_config.fsdp_auto_wrap_policy: NO_WRAP (default): the whole model" in _notes(imp)
+    assert s.training.offload.fetch == "model"  # FSDP2's one unit (state/fsdp2_memory.py)
     # an Accelerate config has no batch: said, unless a --set gives it
     assert "training.micro_batch_size: no config gives it (an Accelerate config" in _notes(imp)
     imp = _written(

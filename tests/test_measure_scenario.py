@@ -39,6 +39,7 @@ def test_the_shipped_fsdp2_offload_scenario():
         "optimizer": "adamw",
         "dtype": "bf16",  # the compute precision: what the activations are held in
         "implementation": "tiersim",  # megatron's accounting predicts tiersim's own modules
+        "attention": "eager",  # none set: the kernel its run counts, megatron's eager
         "recompute": "none",  # measure recomputes with transformers' model only
     }
     assert got.fsdp == 8  # ZeRO-3 over 8 data ranks: FSDP2 on 8 CPU ranks, AdamW's shards

@@ -258,11 +258,13 @@ def test_fsdp2_gathers_layers_and_reduce_scatters_whole_layer_gradients():
     grads = [e.nbytes for e in events if e.part.startswith("unsharded") and e.alloc]
     assert grads == [2 * 8_192, 2 * 32_896] * 2
     rs = [(e.part, e.nbytes) for e in events if e.part.startswith("reduce-scatter") and e.alloc]
-    # input: the layer's 41,088 values in bf16 = 82,176 B; output: a quarter, 20,544 B; then the
-    # root group's: embedding and head 2 x 32,000 x 64 + final norm 64 = 4,096,064 values
+    # reduced in training.precision.gradients, fp32 (FSDP2's reduce_dtype; chunk_cat casts the
+    # bf16 gradients in): input the layer's 41,088 values x 4 B = 164,352 B; output a quarter,
+    # 41,088 B, already the parameters' fp32 (no cast back); then the root group's: embedding
+    # and head 2 x 32,000 x 64 + final norm 64 = 4,096,064 values, x 4 and x 4 / 4
     rs_in, rs_out = "reduce-scatter input (FSDP2)", "reduce-scatter output (FSDP2)"
-    layers = [(rs_in, 82_176), (rs_out, 20_544)] * 2
-    assert rs == [*layers, (rs_in, 8_192_128), (rs_out, 2_048_032)]
+    layers = [(rs_in, 164_352), (rs_out, 41_088)] * 2
+    assert rs == [*layers, (rs_in, 16_384_256), (rs_out, 4_096_064)]
 
 
 def test_outside_the_allocator_cuda_context_and_nccl_buffers():

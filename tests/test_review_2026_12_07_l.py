@@ -89,8 +89,8 @@ def test_an_accelerate_configs_reduce_dtype_note_speaks_of_accelerate(tmp_path, 
     assert said == [
         f"note: {path}: mixed_precision: bf16: gradients reduced in bf16 "
         "(training.precision.gradients: the plugin's set_mixed_precision makes the reduce "
-        "dtype the mixed precision's); FSDP keeps each reduced shard in the parameters' fp32, "
-        "which tiersim counts at 2 bytes a value [W-IMPORT-ASSUMED]"
+        "dtype the mixed precision's); FSDP keeps each reduced shard in the parameters' fp32 "
+        "(foreach_reduce casts it back), counted so: 4 bytes a value [W-IMPORT-ASSUMED]"
     ]
     assert "torchtitan" not in err
 

@@ -42,7 +42,7 @@ from typing import Annotated
 
 from pydantic import BeforeValidator
 
-from tiersim.config.fields import CountOrZero, PositiveInt, Strict, plain_fields
+from tiersim.config.fields import CountOrZero, NonNegativeInt, Strict, plain_fields
 from tiersim.core.errors import Problem
 from tiersim.state.optimizers import optimizer
 
@@ -111,7 +111,7 @@ class DeepSpeed(Strict):
     # ZeRO++ (config/zeropp.py, docs/zero-plus-plus.md), DeepSpeed's zero_optimization keys,
     # read at ZeRO-3: hpZ's secondary weight partition over this many consecutive ranks
     # (1: off, DeepSpeed's default; zero/config.py `Field(1, ge=0)`, 0 also off)
-    zero_hpz_partition_size: PositiveInt = 1
+    zero_hpz_partition_size: NonNegativeInt = 1
     # qwZ: the weights' all-gathers in int8 with fp32 scales (false: DeepSpeed's default)
     zero_quantized_weights: bool = False
     # qgZ: the gradients reduced by int4 all-to-alls within and across nodes (false: default)

@@ -144,11 +144,27 @@ def _deepspeed_given(s: Scenario) -> dict:
     }
 
 
+def whole_model_unit(s: Scenario) -> bool:
+    """`training.offload.fetch: model` in force: FSDP2's one unit over the whole model
+    (fully_shard on the root alone, Accelerate's NO_WRAP; state/fsdp2_memory.py), under
+    `framework: fsdp` on one pipeline stage."""
+    fsdp = s.training.framework == "fsdp" and s.parallel.pipeline == 1
+    return fsdp and s.training.offload.fetch == "model"
+
+
+WHOLE_MODEL_ONLY = (
+    "model has no effect: FSDP2's one unit over the whole model is modelled under "
+    "training.framework: fsdp on one pipeline stage; parameters are fetched a layer at a time"
+)
+
+
 def offload_plan(s: Scenario) -> OffloadPlan:
     """The scenario's offload behaviour: its keys where given, its framework's defaults else."""
     framework = s.training.framework or "generic"
     given = plain_fields(s.training.offload) | _deepspeed_given(s)  # a flat section
     chosen = {k: (given[k] if given[k] is not None else v) for k, v in _DEFAULTS[framework].items()}
+    if chosen["fetch"] == "model" and not whole_model_unit(s):  # FSDP2's alone: WHOLE_MODEL_ONLY
+        chosen["fetch"] = "layer"
     overlap = given["overlap_comm"]
     if overlap is None:  # DeepSpeed's rule (zero/config.py overlap_comm_valid): on at stage 3
         overlap = framework != "deepspeed" or s.parallel.zero_stage == 3
@@ -225,13 +241,16 @@ def offload_notes(s: Scenario) -> list[Problem]:
             notes.append(Problem(f"training.offload.{key}", why, "W-NO-EFFECT"))
         elif key in SUBMODULE_FETCH and plan.fetch != "submodule":
             default = _LAYER_DEFAULT.get(plan.framework, "its default")
-            fetch = "layer" if given["fetch"] else f"layer, {default}"
+            fetch = plan.fetch if given["fetch"] else f"layer, {default}"
+            unit = "the whole model at once" if plan.fetch == "model" else "a layer at a time"
             why = (
                 f"{_shown(value)} has no effect: a submodule fetch's setting "
-                f"({SUBMODULE_FETCH[key]}), and parameters are fetched a layer at a time "
+                f"({SUBMODULE_FETCH[key]}), and parameters are fetched {unit} "
                 f"(training.offload.fetch: {fetch})"
             )
             notes.append(Problem(f"training.offload.{key}", why, "W-NO-EFFECT"))
+        elif key == "fetch" and value == "model" and not whole_model_unit(s):
+            notes.append(Problem(f"training.offload.{key}", WHOLE_MODEL_ONLY, "W-NO-EFFECT"))
         elif key == "overlap_comm" and overlap_comm_in_force(s) is None:  # off at ZeRO-3
             notes.append(Problem(f"training.offload.{key}", ZERO3_OVERLAP_OFF, "W-NO-EFFECT"))
     return notes + zero3_fetch_notes(s) + zeropp_notes(s)

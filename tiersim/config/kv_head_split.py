@@ -23,8 +23,8 @@ Which code applies the tensor parallelism (`tensor_parallel_code`):
   is the inference path's `uneven_partition`): each rank gets k·e/t < e columns, and the model's
   reshape to heads of e (transformers' `view(*input_shape, -1, head_dim)`, torchtitan's
   `view(bs, seqlen, -1, head_dim)`) raises in the first forward. No assertion: a crash.
-- framework fsdp (FSDP2, as torchtitan runs it) with implementation huggingface, or no
-  framework with implementation huggingface: transformers' own plan (transformers 5.25.0,
+- implementation huggingface under framework fsdp (FSDP2, as torchtitan runs it), megatron
+  or none: transformers' own plan (transformers 5.25.0,
   models/llama/configuration_llama.py `base_model_tp_plan`: k_proj and v_proj "colwise";
   Mistral's, Qwen2's, Qwen3's, Mixtral's and Qwen2-MoE's the same), applied by
   distributed/tensor_parallel.py `ColwiseParallel` (weight `Shard(0)`, an even split: "the
@@ -33,8 +33,8 @@ Which code applies the tensor parallelism (`tensor_parallel_code`):
   (*input_shape, -1, self.head_dim)` raises. Its head-replicating style (`unit_colwise`:
   "Less heads than world size ... we replicate the heads") is in no plan of the models
   tiersim's huggingface accounting knows (MiniCPM5-MoE's only).
-- framework fsdp with implementation torchtitan or megatron, or no framework with
-  implementation torchtitan: torchtitan. pytorch/torchtitan @ 030c210c,
+- framework fsdp with implementation torchtitan or megatron, or framework megatron or none
+  with implementation torchtitan: torchtitan. pytorch/torchtitan @ 030c210c,
   torchtitan/models/llama3/model.py `Llama3Model.Config.update_from_config`: `if n_kv_heads
   % tp != 0: raise ValueError(f"tensor_parallel_degree ({tp}) must divide n_kv_heads
   ({n_kv_heads}).")`; before that check (@ 018740b7, model/model.py `Attention.forward`),

@@ -133,13 +133,32 @@ def _override_hints(raw: dict[str, Any], overrides: list[str], base_dir: Path) -
                 break
             if key not in node:
                 close = difflib.get_close_matches(key, [str(k) for k in node], n=1)
+                where = ".".join(keys[:depth])
+                what = _network_hint(key, node) if where == "hardware.links" else None
                 if close and tuple(keys[:depth]) in _NAMED_MAPPINGS:
-                    where = ".".join(keys[:depth])
                     what = f"'{key}' is not in {where}; did you mean '{close[0]}'?"
+                if what:
                     hints.append(Problem(f"--set {'.'.join(keys)}", what, "E-SET"))
                 break
             node = node[key]
     return hints
+
+
+# `run`'s link table names the GPUs' collective channels beside hardware.links' own
+_NETWORK_ROWS = {"nvlink": "intra_node", "network": "inter_node"}
+
+
+def _network_hint(key: str, links: dict[str, Any]) -> str | None:
+    """A `--set hardware.links.nvlink...` (or `.network`): `run`'s row of that name is the
+    network's (engine/core.py NET_CHANNELS), not a link the scenario can set."""
+    if key not in _NETWORK_ROWS:
+        return None
+    side = _NETWORK_ROWS[key]
+    return (
+        f"'{key}' is not in hardware.links ({', '.join(map(str, links))}): the {key} row of "
+        f"`run`'s link table is the GPUs' network (expected hardware.network.{side}_bandwidth, "
+        f"{side}_latency or {side}_efficiency)"
+    )
 
 
 def build(

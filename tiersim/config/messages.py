@@ -251,6 +251,8 @@ def _message(err: dict[str, Any], parent: type[BaseModel] | None) -> str:
         return f"expected a mapping (keys: {section}) (got {shown_yaml(err.get('input'))})"
     if kind in ("tuple_type", "list_type"):  # Python's words: a YAML user writes a list
         return _not_a_list(err.get("input"))
+    if kind == "dict_type":  # pydantic's "a valid dictionary": a mapping of names, as which
+        return _not_a_mapping(err)
     msg = msg.removeprefix("Value error, ").removeprefix("Assertion failed, ")
     msg = re.sub(r" or instance of \w+", "", msg)  # pydantic's class names mean nothing here
     if kind.endswith("_type") or kind.startswith(("literal", "greater", "less", "string")):
@@ -259,6 +261,18 @@ def _message(err: dict[str, Any], parent: type[BaseModel] | None) -> str:
 
 
 PRESET_AT = (("model",), ("hardware",))  # the sections a preset is named in
+_MAPPINGS = {  # a key that maps names the user chooses, as one is written
+    "tiers": "{hbm: {kind: hbm, capacity: 80 GB, bandwidth: 3.35 TB/s}}",
+    "links": "{pcie: {between: [hbm, dram], bandwidth: 50 GB/s}}",
+    "peak_flops": "{bf16: 989 TFLOP/s}",
+    "retention_curve": "{1 year: 3000, 3 years: 1000}",
+    "plan": "{training.micro_batch_size: [1, 2]}",
+}
+
+
+def _not_a_mapping(err: dict[str, Any]) -> str:
+    said = "".join(f", e.g. {_MAPPINGS[k]}" for k in map(str, err["loc"][-1:]) if k in _MAPPINGS)
+    return f"expected a mapping of names to values{said} (got {shown_yaml(err.get('input'))})"
 
 
 def _preset_as_section(section: str, value: str) -> str:

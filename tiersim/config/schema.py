@@ -50,6 +50,7 @@ __all__ = [
 ]
 
 # --- model -------------------------------------------------------------------------------------
+_KV = " (expected kv_heads dividing heads: set model.kv_heads too where a preset gives it)"
 
 
 class ModelSpec(Strict):
@@ -145,7 +146,7 @@ class ModelSpec(Strict):
             )
         kv = self.kv_heads or self.heads
         if self.heads % kv:
-            raise ValueError(f"heads ({self.heads}) must be a multiple of kv_heads ({kv})")
+            raise ValueError(f"heads ({self.heads}) must be a multiple of kv_heads ({kv}){_KV}")
         if self.position == "learned" and self.max_positions is None:
             raise ValueError(
                 "learned position embeddings (model.position: learned, the default) need "
@@ -163,7 +164,7 @@ class Precision(Strict):
     """The number format each per-parameter class is stored in (bytes per parameter)."""
 
     weights: PrecisionName = "bf16"  # the weights as stored (bf16: 2 bytes a parameter)
-    gradients: PrecisionName = "bf16"  # the gradients as reduced and held until the update
+    gradients: PrecisionName = "bf16"  # as reduced (fsdp: its reduce_dtype; held as the weights)
     # the master copy of the weights (fp32: 4 B a parameter); none: updates go to the weights
     master: PrecisionName | Literal["none"] = "fp32"
     optimizer: PrecisionName = "fp32"  # each optimizer state (Adam: 2 of them a parameter)
@@ -186,9 +187,9 @@ class Offload(Strict):
     (null) takes the default of `training.framework` (tiersim/config/framework.py); without a
     framework, tiersim's generic engine (a whole layer at a time, nothing of the below)."""
 
-    # fetch unit of sharded or offloaded weights: a whole layer (FSDP2's fully_shard per block,
-    # Megatron) or each submodule (DeepSpeed ZeRO-3), bucketed by the two DeepSpeed keys below
-    fetch: Literal["layer", "submodule"] | None = None
+    # fetch unit of sharded or offloaded weights: a layer (FSDP2's fully_shard per block, Megatron),
+    # each submodule (DeepSpeed ZeRO-3; the 2 keys below), the model (FSDP2's root alone: NO_WRAP)
+    fetch: Literal["layer", "submodule", "model"] | None = None
     prefetch_bucket_size: Count | None = None  # parameters (stage3_prefetch_bucket_size)
     max_live_parameters: Count | None = None  # parameters (stage3_max_live_parameters)
     # an operator too large for GPU memory runs as sequential tiles (ZeRO-Infinity)

@@ -33,7 +33,7 @@ KEYS = ("zero_hpz_partition_size", "zero_quantized_weights", "zero_quantized_gra
 def given_settings(deepspeed) -> dict[str, object]:
     """The ZeRO++ settings away from their defaults."""
     out = {}
-    if deepspeed.zero_hpz_partition_size != 1:
+    if deepspeed.zero_hpz_partition_size > 1:  # 0 and 1 are off alike (DeepSpeed's ge=0)
         out["zero_hpz_partition_size"] = deepspeed.zero_hpz_partition_size
     for key in KEYS[1:]:
         if getattr(deepspeed, key):
@@ -145,6 +145,7 @@ def zeropp_problems(s) -> list[Problem]:
         out.append(Problem(f"{WHERE}.reduce_scatter", why, "E-CONFLICT"))
     h = hpz_ranks(tr, par)  # above 1 only on a valid mesh (in_force)
     world = Mesh.of(par).world if h > 1 else 1
+    out += _secondary_home_problems(s, h)
     if world % h == 0:
         return out
     why = (
@@ -153,3 +154,23 @@ def zeropp_problems(s) -> list[Problem]:
         "_create_zero_param_parallel_group); expected a divisor of the data-parallel size"
     )
     return [*out, Problem(f"{WHERE}.zero_hpz_partition_size", why, "E-CONFLICT")]
+
+
+def _secondary_home_problems(s, h: int) -> list[Problem]:
+    """hpZ with the weights homed on a tier that is neither GPU memory nor host memory: under
+    `offload_param` device nvme DeepSpeed allocates the secondary partition with
+    `torch.empty(..., device=self.remote_device)`, `OffloadDeviceEnum.nvme`, which torch
+    refuses ("Expected one of cpu, cuda, ... device type at start of device string: nvme"):
+    partition_parameters.py `_partition_param_sec`, 57073d13, at the engine's first
+    `_partition`, before any step."""
+    home, hw = s.placement.weights, s.hardware
+    if h <= 1 or home in (hw.gpu.memory, hw.cpu.memory):
+        return []
+    why = (
+        f"is {home} beside training.deepspeed.zero_hpz_partition_size: {h}: DeepSpeed "
+        "allocates hpZ's secondary weight partition on offload_param's device, and "
+        "torch.empty(device='nvme') fails (partition_parameters.py _partition_param_sec); "
+        f"expected placement.weights: {hw.gpu.memory} or {hw.cpu.memory} with hpZ, or "
+        "zero_hpz_partition_size: 1"
+    )
+    return [Problem("placement.weights", why, "E-CONFLICT")]

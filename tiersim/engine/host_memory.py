@@ -17,13 +17,16 @@ In order:
    checkpoint drains); a checkpoint kept on the host (two versions while one is written); the
    offloaded activations of the other micro-batches in flight.
 2. forward, unit by unit: the unit's activations offloaded to the host (activation
-   checkpoints on the CPU), held until its backward fetches them.
+   checkpoints on the CPU), held until its backward fetches them; DeepSpeed ZeRO++ hpZ's
+   secondary partition under offload_param, made as the step's first forward releases each
+   unit (held from the start where this micro-batch is a later one: state/zeropp.py).
 3. backward, in reverse: the fetched activations freed; at the accumulation boundary
    DeepSpeed's CPU optimizer's fp32 gradients (twice a 16-bit gradient's bytes: the extra held
    until the update, or until swapped out to flash).
 4. optimizer: a PyTorch optimizer on the CPU (FSDP2's CPUOffloadPolicy) its step's
    temporaries (torch.optim's single-tensor path on CPU tensors: state/single_tensor_adam.py);
-   DeepSpeed's CPU-Adam updates in place; then the fp32 gradients freed.
+   DeepSpeed's CPU-Adam updates in place; then the fp32 gradients freed; then `_post_step`
+   frees hpZ's secondary partition.
 """
 
 from __future__ import annotations
@@ -44,10 +47,11 @@ from tiersim.state.host_timeline import HostTimeline, evaluate_host
 from tiersim.state.inventory import Inventory, rank_matrices
 from tiersim.state.optimizers import optimizer
 from tiersim.state.resolved import Resolved
-from tiersim.state.sharding import as_held, master_bytes
+from tiersim.state.sharding import as_held, held_gradient_precision, master_bytes
 from tiersim.state.step_optimizer import update_values, weight_shards
 from tiersim.state.timeline import Event
 from tiersim.state.timeline_size import check_timeline_size
+from tiersim.state.zeropp import SecondaryEvents
 from tiersim.workload.pinned import (
     delayed_update_bytes,
     host_gradient_buffer_bytes,
@@ -76,7 +80,8 @@ FP32 = 4
 
 
 def _stored(c: Context) -> int:
-    return PRECISION_BYTES[c.res.execution.training.precision.gradients]
+    """The gradients' bytes a value as held to the update (FSDP2: the parameters' dtype)."""
+    return PRECISION_BYTES[held_gradient_precision(c.res.execution.training)]
 
 
 class _Steps:
@@ -119,12 +124,14 @@ def _checkpoint(steps: _Steps, c: Context) -> None:
         steps.alloc(START, "start", "kept", KEPT, 2 * kept)
 
 
-def _start(steps: _Steps, c: Context, inv: Inventory) -> None:
+def _start(steps: _Steps, c: Context, inv: Inventory, hpz: SecondaryEvents) -> None:
     res, plan, host = c.res, c.plan, c.res.machine.cpu.memory
     use = inv.tiers[host]
-    for cls, nbytes in use.classes.items():
+    for cls, nbytes in use.classes.items():  # hpZ's secondary partition as its own events
         if cls != "activations":
+            nbytes -= hpz.total if cls == "weights" else 0
             steps.alloc(START, "start", cls, f"resident {cls}", nbytes)
+    hpz.at_start(steps, START)
     steps.alloc(START, "start", "rounding", ROUNDING, rounding_bytes(res, plan, inv))
     steps.alloc(
         START, "start", "grad buffer", GRADIENT_BUFFER, host_gradient_buffer_bytes(res, plan, inv)
@@ -164,12 +171,14 @@ def _offloaded(c: Context, u: int) -> int:
     return unit.activations if c.home_of(u)["activations"] == c.res.machine.cpu.memory else 0
 
 
-def _passes(steps: _Steps, c: Context) -> None:
-    """The last micro-batch's forward and backward: offloaded activations, fp32 gradients."""
+def _passes(steps: _Steps, c: Context, hpz: SecondaryEvents) -> None:
+    """The last micro-batch's forward and backward: offloaded activations, hpZ's secondary
+    partition made where this is the step's first forward, fp32 gradients."""
     host = c.res.machine.cpu.memory
     for u, unit in enumerate(c.wl.units):
         at = f"forward: {unit_label(unit.name)}"
         steps.alloc(at, "forward", f"acts {u}", ACTIVATIONS, _offloaded(c, u))
+        hpz.made(steps, at, u)
     for u in reversed(range(len(c.wl.units))):
         unit, at = c.wl.units[u], f"backward: {unit_label(c.wl.units[u].name)}"
         steps.free(at, "backward", f"acts {u}", ACTIVATIONS)
@@ -254,9 +263,11 @@ def host_events(res: Resolved, inv: Inventory, wl: Workload, depth: int) -> list
     docstring says which); `wl`, `depth`: the run's workload and prefetch depth."""
     c = Context.of(res, wl, depth)
     steps = _Steps()
-    _start(steps, c, inv)
-    _passes(steps, c)
-    _optimizer(steps, c, inv.stage)
+    whole = [u.hpz_secondary for u in wl.units]  # ZeRO++ hpZ's, under offload_param
+    hpz = SecondaryEvents(res, res.machine.cpu.memory, whole, [u.hpz_persistent for u in wl.units])
+    _start(steps, c, inv, hpz)
+    _passes(steps, c, hpz)
+    hpz.around_update(steps, lambda: _optimizer(steps, c, inv.stage))
     return steps.events
 
 

@@ -33,6 +33,7 @@ from tiersim.engine.oplist import OpList
 from tiersim.engine.ops import Op, OpKind, Role
 from tiersim.engine.phases import Context, Readiness
 from tiersim.state.buffers import reduce_buffer_elements
+from tiersim.state.sharding import held_gradient_precision
 from tiersim.state.zero1_offload import host_partition
 from tiersim.workload.cpu_optimizer import host_bandwidth
 
@@ -41,7 +42,8 @@ FP16 = 2
 
 
 def _stored(c: Context) -> int:
-    return PRECISION_BYTES[c.res.execution.training.precision.gradients]
+    """The gradients' bytes a value as held to the update (FSDP2: the parameters' dtype)."""
+    return PRECISION_BYTES[held_gradient_precision(c.res.execution.training)]
 
 
 def fp32_boundary(c: Context, u: int) -> bool:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from tiersim.engine import schedule_resident
 from tiersim.engine.bucket_flush import Bucket
+from tiersim.engine.hpz_offload import SecondaryWrites, gather_source
 from tiersim.engine.oplist import OpList
 from tiersim.engine.ops import Op, OpKind, Role
 from tiersim.engine.param_swap import ParamSwapIn
@@ -60,14 +61,15 @@ class TrainingPasses:
         keep = c.res.execution.parallel.reshard_after_forward is False
         self.keeps = [keep and u.dp_weights is not None for u in c.wl.units]
         self.kept: dict[int, list] = {}  # unit -> [its gather, the use holding its free, users]
-        self.swap = ParamSwapIn(c)
+        self.swap, self.hpz = ParamSwapIn(c), SecondaryWrites(c)  # hpZ's: engine/hpz_offload.py
         gpu, self.once = c.gpu, host_partition(c.res.execution)  # ZeRO-1's: written once a step
         self.offloads = [
             h["activations"] != gpu and c.wl.units[u].activations > 0
             for u, h in enumerate(self.homes)
         ]
         self.reads_back = [h["gradients"] != gpu and not self.once for h in self.homes]
-        self.scatters = [self._reduce_scatters(u) for u in range(n)]
+        every = c.wl.gradients_every_microbatch  # sharded: reduce-scattered every micro-batch
+        self.scatters = [every and x.dp_gradients is not None for x in c.wl.units]
         self.gradients_stay = [  # nothing to write home after a backward
             h["gradients"] == gpu or c.wl.units[u].gradients_full == 0
             for u, h in enumerate(self.homes)
@@ -84,8 +86,7 @@ class TrainingPasses:
             for i, u in enumerate(c.wl.units)
         ]
         self.in_stream = blocking_copies(c)  # gradients read back after a backward, on its stream
-        self.host_adds = host_accumulates(c)
-        self.blocking_out = blocking_checkpoints(c)
+        self.host_adds, self.blocking_out = host_accumulates(c), blocking_checkpoints(c)
         overlap = c.res.execution.parallel.overlap_gradient_reduce
         self.reduce_kind = OpKind.COMM if overlap else OpKind.SYNC  # not overlapped: GPU waits
         self.buckets = c.wl.gradient_buckets  # DeepSpeed's bucket reductions (bucket_flush.py)
@@ -98,7 +99,7 @@ class TrainingPasses:
         twin.ops, twin.ready = ops, ready
         twin.uses, twin.use_units = list(self.uses), list(self.use_units)
         twin.kept = {u: list(k) for u, k in self.kept.items()}
-        twin.swap = self.swap.fork()
+        twin.swap, twin.hpz = self.swap.fork(), self.hpz.fork()
         twin.in_flight = self.in_flight.fork()
         twin.bucket = self.bucket.fork()
         twin.order_starts = list(self.order_starts)  # built steps' marks never change
@@ -137,10 +138,12 @@ class TrainingPasses:
         if not self.is_streamed[u]:
             return self.ready.weights[u], False
         if self.use_units and self.use_units[-1] == u:
+            self.hpz.kept(u)  # (nor is its hpZ secondary partition written)
             return None, True  # still held from the previous use
         unit, ready = self.c.wl.units[u], self.ready.weights[u]
         whole = unit.dp_weights is None
-        nbytes = unit.weights_full if whole else unit.homed["weights"]
+        collective, part = gather_source(unit, tag, mb)  # ZeRO++ hpZ's secondary, or the primary
+        nbytes = unit.weights_full if whole else part
         # DeepSpeed reads a partition from NVMe a use ahead of the rest (engine/param_swap.py)
         home, swapped = self.swap.source(self.ops, u, step, (tag, mb), nbytes, ready, self.uses)
         uses, back = self.uses, self.c.depth + 1  # `prefetch_gate`, inline (a call per fetch)
@@ -154,10 +157,7 @@ class TrainingPasses:
         gpu = self.c.gpu
         shard = self.ops.move("weights", label, step, home, gpu, nbytes, gate)
         # the shard freed once gathered: built into the new op (`free_after` on it, unshared)
-        free = ((gpu, unit.homed["weights"]),) if shard is not None else ()
-        # ZeRO++ hpZ: but a step's first forward, gathers within its group (workload/zeropp.py)
-        primary = unit.dp_weights_secondary is None or (mb == 0 and tag == "fwd")
-        collective = unit.dp_weights if primary else unit.dp_weights_secondary
+        free = ((gpu, nbytes),) if shard is not None else ()
         gather = self.ops.net(
             collective, step, [shard, *gate], alloc=[(gpu, unit.weights_full)], free=free
         )
@@ -214,9 +214,11 @@ class TrainingPasses:
         label, alloc = ("forward {} mb{}", unit.name, mb), self.forward_alloc[u]
         free = self.release_free[u] if release and not held else ()
         deps, duration = (w, embedding), unit.forward_s
+        self.hpz.flush(ops)  # the previous use's release written before this use runs
         op = ops.add(Op(GPU, FORWARD, label, step, deps, duration, 0, "", "", alloc, free))
         if release and held:
             self.release_weights(u, held, op)
+        self.hpz.released(u, mb, step, op, release)
         self.uses.append(op)  # the use ends here (inline: a call per op costs)
         self.use_units.append(u)
         # blocking: expert (first: an overlapped all-to-all's wait runs from this op's end,
@@ -273,11 +275,13 @@ class TrainingPasses:
         deps = (w, op) if acts is None and grad_read is None else (w, acts, grad_read, op)
         alloc = self.backward_alloc[u]  # free: the weights too, if streamed and not held
         free = self.backward_free[u] if streamed and not held else self.forward_alloc[u]
+        self.hpz.flush(ops)  # as in forward
         op = ops.add(Op(GPU, BACKWARD, label, step, deps, unit.backward_s, 0, "", "", alloc, free))
         if streamed and held:
             self.release_weights(u, held, op)
         elif self.keeps[u]:
             self._reshard_kept(u, op)
+        self.hpz.released(u, mb, step, op, streamed)
         self.uses.append(op)  # the use ends here (inline: a call per op costs)
         self.use_units.append(u)
         for comm in (unit.ep_backward, unit.tp_backward, unit.cp_backward):  # as forward's
@@ -309,11 +313,6 @@ class TrainingPasses:
         fetch = self.ops.move("activations", label, step, home, gpu, unit.activations, deps)
         self.ops.free_after(fetch, home, unit.activations)
         return fetch
-
-    def _reduce_scatters(self, u: int) -> bool:
-        """Sharded gradients leave GPU memory as a reduce-scatter every micro-batch, so the
-        full gradient buffer is transient."""
-        return self.c.wl.gradients_every_microbatch and self.c.wl.units[u].dp_gradients is not None
 
     def accumulation_read(self, u: int, mb: int, step: int, after: list[int | None]) -> int | None:
         """The gradients accumulated so far back into GPU memory: prefetched before the
@@ -349,11 +348,11 @@ class TrainingPasses:
         return self.after_reduction(u, mb, step, done, read)
 
     def after_reduction(
-        self, u: int, mb: int, step: int, done: int, read: int | None, held: bool = True
+        self, u: int, mb: int, step: int, done: int, read: int | None, held: list | None = None
     ) -> int | None:
         """Unit u's gradients, reduced (or not due) at op `done`: kept (ready there), or
-        written home after it (on the stream where its copies run there; `held`: from the
-        buffer its backward allocated, freed then)."""
+        written home after it (on the stream where its copies run there), the buffer its
+        backward allocated freed then (`held`: these bytes of it: engine/bucket_flush.py)."""
         unit, gpu, home = self.units[u], self.c.gpu, self.homes[u]["gradients"]
         last = mb == self.last_microbatch
         if self.gradients_stay[u] or (self.once and not last):  # DeepSpeed ZeRO-1's: held
@@ -363,8 +362,8 @@ class TrainingPasses:
         op = self.ops.move(
             "gradients", label, step, gpu, home, nbytes, [done, read], alloc_dst=False
         )
-        if held:  # (else freed already: copied into DeepSpeed's bucket, engine/bucket_flush.py)
-            self.ops.free_all_after(op, gpu, [n for _, n in self.backward_alloc[u]])
+        if freed := [n for _, n in self.backward_alloc[u]] if held is None else held:
+            self.ops.free_all_after(op, gpu, freed)
         self.ready.gradients[u] = host_accumulation(self.c, self.ops, u, mb, step, op)
         if last:
             after_boundary_write(self.c, self.ops, self.ready, u, step, op)
@@ -379,8 +378,7 @@ class TrainingPasses:
         order, ends = stage_order(wl.stage, par, wl.micro_batches, combined_1f1b(self.c.res))
         offloads: dict[tuple[int, int], int | None] = {}
         waits = self.c.wl.bubble_s - self.c.wl.bubble_after_s
-        marks: list[int] = []
-        self.order_starts.append(marks)
+        self.order_starts.append(marks := [])
         if schedule_resident.applies(self):  # nothing moves: the same ops, built directly
             return schedule_resident.build(self, step, order, waits, marks, ends)
         ops, chunks, last = self.ops, self.c.wl.chunks, len(order) - 1
@@ -397,3 +395,4 @@ class TrainingPasses:
             else:
                 for u in reversed(units):
                     backward(u, mb, step, offloads.pop((u, mb)), alone)
+        self.hpz.flush(ops)  # the last backward's release

@@ -27,7 +27,7 @@ from typing import Any
 
 from tiersim.core.errors import shown
 from tiersim.frameworks.mapping import Mapped
-from tiersim.frameworks.values import ValueProblem, integer, table, text
+from tiersim.frameworks.values import ValueProblem, integer, table, yaml_text
 
 _VERSION = "accelerate 1.15.0"
 # FSDP1's strategies (utils/constants.py FSDP_SHARDING_STRATEGY) as (sharded, reshard after
@@ -76,7 +76,7 @@ def _truth(key: str, value: Any) -> bool:
 
 def read_accelerate(cfg: dict[str, Any], source: str) -> Mapped:
     out = Mapped("accelerate", source)
-    kind = text("distributed_type", cfg.get("distributed_type", "NO"))
+    kind = yaml_text("distributed_type", cfg.get("distributed_type", "NO"))
     if kind not in _READ_TYPES:
         why = (
             f"is {kind} (expected FSDP, MULTI_GPU or NO; a DEEPSPEED run: import the DeepSpeed "
@@ -122,7 +122,10 @@ def _processes(out: Mapped, cfg: dict[str, Any]) -> None:
         out.unmapped("num_processes", world, "the launch gives it (--gpus N here)")
         return
     if world % machines:
-        why = f"is {world}, not a multiple of num_machines {machines} (GPUs a machine)"
+        why = (
+            f"is {world}, not a multiple of num_machines {machines} (GPUs a machine; expected "
+            f"a multiple of {machines}, the same number of processes on each machine)"
+        )
         raise ValueProblem("num_processes", why)
     out.facts["world"] = world
     out.facts["world_from"] = out.source
@@ -137,7 +140,7 @@ def _precision(out: Mapped, value: Any, fsdp: bool) -> None:
     (MULTI_GPU, NO) the mixed precision is autocast's (accelerator.py `native_amp`): the fp32
     parameters' gradients are fp32 and all-reduced so."""
     where = "mixed_precision"
-    mode = "no" if value is None else text(where, value, _PRECISIONS)
+    mode = "no" if value is None else yaml_text(where, value, _PRECISIONS)
     dtype = {"no": "fp32", "fp16": "fp16", "bf16": "bf16", "fp8": "bf16"}[mode]
     said = where if value is not None else "mixed_precision (default no)"
     out.put("training.precision.weights", "fp32", said)
@@ -160,8 +163,8 @@ def _precision(out: Mapped, value: Any, fsdp: bool) -> None:
         why = (
             f"{mode}: gradients reduced in {dtype} (training.precision.gradients: the "
             "plugin's set_mixed_precision makes the reduce dtype the mixed precision's); FSDP "
-            "keeps each reduced shard in the parameters' fp32, which tiersim counts at 2 bytes "
-            "a value"
+            "keeps each reduced shard in the parameters' fp32 (foreach_reduce casts it back), "
+            "counted so: 4 bytes a value"
         )
         out.note(where, why)
     if mode == "fp8":
@@ -207,7 +210,7 @@ def _reshard_fsdp2(out: Mapped, body: dict[str, Any]) -> None:
 def _strategy_fsdp1(out: Mapped, body: dict[str, Any]) -> None:
     where = "fsdp_config.fsdp_sharding_strategy"
     given = where if "fsdp_sharding_strategy" in body else f"{where} (default FULL_SHARD)"
-    name = text(where, body.get("fsdp_sharding_strategy", "FULL_SHARD"), tuple(_STRATEGIES))
+    name = yaml_text(where, body.get("fsdp_sharding_strategy", "FULL_SHARD"), tuple(_STRATEGIES))
     sharded, reshard, in_node = _STRATEGIES[name]
     out.put("parallel.zero_stage", 3 if sharded else 0, given)
     if sharded and not reshard:
@@ -246,28 +249,36 @@ def _checkpointing(out: Mapped, body: dict[str, Any], version: int) -> None:
         return
     if not on or version != 2:
         need = "fsdp_activation_checkpointing: true" if not on else "fsdp_version: 2"
-        why = f"true requires {need} (Accelerate raises ValueError: `{at[12:]}=True` requires it)"
+        why = (
+            f"true requires {need} (Accelerate raises ValueError: `{at[12:]}=True` requires "
+            f"it; expected {need} beside it, or false)"
+        )
         raise ValueProblem(at, why)
     out.put("placement.activations", "dram", at)
 
 
 def _wrap(out: Mapped, body: dict[str, Any]) -> None:
-    """tiersim gathers one layer at a time: TRANSFORMER_BASED_WRAP's unit. Accelerate's
-    default, NO_WRAP, makes the whole model one unit, gathered whole in forward and backward."""
+    """TRANSFORMER_BASED_WRAP: a unit a layer, tiersim's default. Accelerate's default, NO_WRAP,
+    makes the whole model one unit (fully_shard on the root alone), gathered whole as the
+    forward starts and kept to the end of the backward: training.offload.fetch: model."""
     where = "fsdp_config.fsdp_auto_wrap_policy"
-    policy = text(where, body.get("fsdp_auto_wrap_policy", "NO_WRAP"))
+    policy = yaml_text(where, body.get("fsdp_auto_wrap_policy", "NO_WRAP"))
     if policy.upper() == "TRANSFORMER_BASED_WRAP":
         return
     said = policy if "fsdp_auto_wrap_policy" in body else "NO_WRAP (default)"
-    why = {
-        "NO_WRAP": "the whole model one FSDP unit, gathered whole: tiersim gathers a layer at "
-        "a time (the peak under-counted by the rest of the model's unsharded weights)",
-        "SIZE_BASED_WRAP": "units by parameter count: tiersim's unit is a layer",
-    }.get(policy.upper())
-    if why is None:  # dataclasses.py: "Invalid auto wrap policy ... Must be one of ..."
+    if policy.upper() == "NO_WRAP":
+        out.put("training.offload.fetch", "model", where)
+        why = (
+            f"{said}: the whole model one FSDP unit (training.offload.fetch: model): its "
+            "memory counted so (gathered whole from the forward to the end of the backward, "
+            "its gradients unsharded at once); its all-gather's time still a layer at a time"
+        )
+        out.note(where, why)
+        return
+    if policy.upper() != "SIZE_BASED_WRAP":  # dataclasses.py: "Invalid auto wrap policy ..."
         expected = "TRANSFORMER_BASED_WRAP, SIZE_BASED_WRAP or NO_WRAP"
         raise ValueProblem(where, f"is {policy} (expected {expected})")
-    out.unmapped(where, said, why)
+    out.unmapped(where, said, "units by parameter count: tiersim's unit is a layer")
 
 
 _PARALLEL = {
@@ -321,13 +332,15 @@ def _sizes(out: Mapped, s: dict[str, int]) -> None:
         why = (
             f"dp_replicate {s['replicate']} x dp_shard {s['shard']} x tp {s['tensor']} x cp "
             f"{s['context']} = {total}, not num_processes {world} (Accelerate raises "
-            "'ParallelismConfig total_size ... does not match num_processes')"
+            "'ParallelismConfig total_size ... does not match num_processes'; expected sizes "
+            f"whose product is {world})"
         )
         raise ValueProblem("parallelism_config", why)
     if s["shard"] == 1 and s["context"] == 1:
         why = (
             "is 1 beside cp_size 1 (Accelerate raises 'FSDP is enabled but the parallelism "
-            "config has no dimension for FSDP to shard across')"
+            "config has no dimension for FSDP to shard across'; expected dp_shard_size or "
+            "cp_size over 1)"
         )
         raise ValueProblem(f"{key}dp_shard_size", why)
     if s["tensor"] > 1:
@@ -359,7 +372,7 @@ def _dynamo(out: Mapped, body: dict[str, Any]) -> None:
     for sub, val in body.items():
         where = f"dynamo_config.{sub}"
         if sub == "dynamo_backend":
-            backend = text(where, val).upper()
+            backend = yaml_text(where, val).upper()
             out.put("training.compile", backend == "INDUCTOR", where)
             if backend not in ("NO", "INDUCTOR"):
                 out.note(where, f"{val}: a backend other than inductor, taken as eager")

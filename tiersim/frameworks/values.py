@@ -71,6 +71,16 @@ def text(key: str, value: Any, choices: tuple[str, ...] = ()) -> str:
     return value
 
 
+def yaml_text(key: str, value: Any, choices: tuple[str, ...] = ()) -> str:
+    """`text` of a YAML file's value: a boolean where a word goes is YAML 1.1's reading of an
+    unquoted no / off / yes / on (PyYAML, as the framework reads its own file too), said so."""
+    if isinstance(value, bool):
+        words, quoted = ("yes or on", "'yes' or 'on'") if value else ("no or off", "'NO' or 'no'")
+        why = f"YAML reads an unquoted {words}, in any case, as {value!s}: quote the word, {quoted}"
+        raise ValueProblem(key, f"is {shown(value)} (expected a string; {why})")
+    return text(key, value, choices)
+
+
 def table(key: str, value: Any) -> dict[str, Any]:
     if not isinstance(value, dict):
         raise ValueProblem(key, f"is {shown(value)} (expected a mapping of keys)")

@@ -36,7 +36,7 @@ import torch
 import torch._dynamo  # FSDP2 imports it lazily in every rank otherwise
 import torch.distributed as dist
 import torch.multiprocessing as mp
-from torch.distributed.fsdp import fully_shard
+from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 from torch.distributed.fsdp._fully_shard._fsdp_collectives import (
     DefaultAllGather,
     DefaultReduceScatter,
@@ -103,29 +103,48 @@ def _stored(tensors) -> int:
     return sum({st.data_ptr(): st.nbytes() for st in storages}.values())
 
 
-def _sharded(net: Any, reshard: bool) -> None:
+_DTYPES = {"bf16": torch.bfloat16, "fp32": torch.float32}
+
+
+def mixed_precision(s: Scenario) -> MixedPrecisionPolicy:
+    """FSDP2's policy for `s`: the parameters (built in `training.precision.weights`) gathered
+    and computed in the compute precision, reduced in `training.precision.gradients`; the
+    default policy (no cast) where both are the weights'."""
+    prec = s.training.precision
+    if prec.compute_precision == prec.weights and prec.gradients == prec.weights:
+        return MixedPrecisionPolicy()
+    return MixedPrecisionPolicy(_DTYPES[prec.compute_precision], _DTYPES[prec.gradients])
+
+
+def _sharded(net: Any, reshard: bool, policy: MixedPrecisionPolicy, whole: bool) -> None:
     """fully_shard on every decoder layer (`reshard_after_forward` as given), then the root
-    (embeddings, final norm, head; FSDP2 keeps the root's gathered from forward to backward)."""
-    for layer in hfmodels.layers_of(net):
-        fully_shard(layer, reshard_after_forward=reshard)
-    fully_shard(net)
-    for module in [*hfmodels.layers_of(net), net]:
+    (embeddings, final norm, head; FSDP2 keeps the root's gathered from forward to backward),
+    each with `policy`; `whole`: on the root alone (one unit over the whole model, Accelerate's
+    NO_WRAP: `training.offload.fetch: model`)."""
+    layers = [] if whole else hfmodels.layers_of(net)
+    for layer in layers:
+        fully_shard(layer, reshard_after_forward=reshard, mp_policy=policy)
+    fully_shard(net, mp_policy=policy)
+    for module in [*layers, net]:
         module.set_custom_all_gather(SettledAllGather())
         module.set_custom_reduce_scatter(SettledReduceScatter())
 
 
 def sharded_model(s: Scenario, dtype: str, seed: int = 0) -> tuple[Any, Any]:
-    """transformers' model of `s` in `dtype` (no recompute set) under FSDP2, and the rank's
-    input ids (the same on every rank: one seed)."""
+    """transformers' model of `s` in `dtype` (no recompute set) under FSDP2 with its mixed
+    precision (`mixed_precision`), and the rank's input ids (the same on every rank: one
+    seed)."""
     m = resolve(s).model
     assert isinstance(m, Transformer)
     acc = accounting_for(s, "cpu")
-    torch_dtype = {"bf16": torch.bfloat16, "fp32": torch.float32}[dtype]
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
-        net = hfmodels.build(m, hfmodels.family_of(m, s.model.family), acc, s.seq_len, torch_dtype)
+        net = hfmodels.build(
+            m, hfmodels.family_of(m, s.model.family), acc, s.seq_len, _DTYPES[dtype]
+        )
         ids = torch.randint(0, m.vocab, (s.training.micro_batch_size, s.seq_len))
-    _sharded(net, s.parallel.reshard_after_forward is not False)
+    whole = s.training.offload.fetch == "model"
+    _sharded(net, s.parallel.reshard_after_forward is not False, mixed_precision(s), whole)
     return net, ids
 
 
@@ -178,6 +197,17 @@ def record_job(s: Scenario, dtype: str, make: Any = None) -> list[dict | None]:
         return [got.__dict__ if got else None]
     except RuntimeError as e:
         return [{"error": f"{type(e).__name__}: {e}"}]
+
+
+def gradient_shards_job(s: Scenario) -> list[dict]:
+    """A task for run_on_ranks: the rank's `.grad` shards after one step of `s` (its model
+    built in `training.precision.weights`, under its mixed precision): their bytes (each
+    storage once) and dtypes."""
+    net, ids = sharded_model(s, s.training.precision.weights)
+    named = list(net.named_parameters())
+    train_step(net, [make_optimizer(s.training.optimizer, named)], ids, recorded=False)
+    grads = [p.grad for _, p in named]
+    return [{"bytes": _stored(grads), "dtypes": sorted({str(g.dtype) for g in grads})}]
 
 
 def _worker(rank: int, world: int, port: int, out: str, tasks: list) -> None:

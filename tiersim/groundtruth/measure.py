@@ -137,12 +137,13 @@ def _predicted(s: Scenario, got: dict[str, Any]) -> dict[str, int]:
     return out
 
 
-def needed_bytes(s: Scenario) -> int:
-    """Rough memory a measured step needs: state, twice the layer activations (for what the
-    embeddings and norms keep), and the logits with their fp32 copy and loss (~12 B per value)."""
+def needed_bytes(s: Scenario) -> tuple[int, int]:
+    """Rough memory a measured step needs, as (the state's, the micro-batch's tokens'): weights,
+    gradients and optimizer state; twice the layer activations (for what the embeddings and
+    norms keep) and the logits with their fp32 copy and loss (~12 B per value)."""
     p = predicted_bytes(s)
     logits = 12 * s.seq_len * s.training.micro_batch_size * s.model.vocab
-    return p["weights"] + p["gradients"] + p["optimizer"] + 2 * p["activations"] + logits
+    return p["weights"] + p["gradients"] + p["optimizer"], 2 * p["activations"] + logits
 
 
 # --- measuring ---------------------------------------------------------------------------------
@@ -163,15 +164,25 @@ def check_fits(torch: Any, s: Scenario, device: str) -> None:
         available: int | None = torch.cuda.mem_get_info()[0]
     else:
         available = physical_memory()
-    need = needed_bytes(s)
-    if available is not None and need > 0.8 * available:
+    state, tokens = needed_bytes(s)
+    if available is None or state + tokens <= 0.8 * available:
+        return
+    needs = f"one measured step needs about {fmt_bytes(state + tokens)}"
+    has = f"this {device} has {fmt_bytes(available)}"
+    if tokens > state:  # the sequences, not the model: a narrower model would not help
+        seq, mbs = s.seq_len, s.training.micro_batch_size
         raise invalid(
-            "model",
-            f"one measured step needs about {fmt_bytes(need)} but this "
-            f"{device} has {fmt_bytes(available)}: pick a smaller model or shrink it, "
-            "e.g. --set model.layers=2 (fewer layers keep the activation factor --calibrate "
-            "writes valid for this model; a narrower one, --set model.hidden=256, does not)",
+            "training.micro_batch_size" if mbs > seq else "training.seq_len",  # the larger
+            f"{seq:,} tokens x micro-batch {mbs:,}: {needs}, {fmt_bytes(tokens)} of it the "
+            f"activations and logits of those tokens, but {has} (expected fewer tokens a "
+            "micro-batch: a shorter seq_len or a smaller micro_batch_size)",
         )
+    raise invalid(
+        "model",
+        f"{needs} but {has}: pick a smaller model or shrink it, "
+        "e.g. --set model.layers=2 (fewer layers keep the activation factor --calibrate "
+        "writes valid for this model; a narrower one, --set model.hidden=256, does not)",
+    )
 
 
 def train_and_measure(torch: Any, s: Scenario, req: Request, device: str) -> dict[str, Any]:

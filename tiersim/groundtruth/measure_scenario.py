@@ -6,12 +6,12 @@ sensible can be measured. The options typed beside the file (`typed`: a Request 
 
 What is taken: the model, seq_len, micro_batch_size, the optimizer, the compute precision as
 measure's one dtype, the implementation (megatron: tiersim's own modules, predicted with the
-megatron accounting; huggingface: transformers'), the attention kernel, and ZeRO-3 over the
-data ranks as FSDP2 on that many CPU ranks; recompute where measure runs it (transformers'
-model, on one process or under FSDP2: groundtruth/selective.py's set_recompute). What is
-not: tensor, pipeline, context and expert splits (every layer whole on one process), FP8,
-other tiers than the GPU's memory, GPU-only kernels, a precision mix (measure trains one
-precision throughout, no master copy).
+megatron accounting; huggingface: transformers'), the attention kernel (left out: the one the
+scenario's run counts, megatron's eager), and ZeRO-3 over the data ranks as FSDP2 on that many
+CPU ranks; recompute where measure runs it (transformers' model, on one process or under FSDP2:
+groundtruth/selective.py's set_recompute). What is not: tensor, pipeline, context and expert
+splits (every layer whole on one process), FP8, other tiers than the GPU's memory, GPU-only
+kernels, a precision mix (measure trains one precision throughout, no master copy).
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from tiersim.config.schema import Scenario
 from tiersim.core.errors import InputError, Problem
 from tiersim.core.records import record
 from tiersim.groundtruth.choices import DTYPES, OPTIMIZER_DEFAULT, OPTIMIZERS
+from tiersim.state.activation_kinds import DEFAULT_KERNEL
 from tiersim.state.optimizers import fsdp2_stepped
 
 MAX_RANKS = 16  # measure_hf.measure_fsdp's: gloo processes on this host
@@ -76,9 +77,7 @@ def measure_settings(s: Scenario, source: str, typed: dict[str, Any] | None = No
         "dtype": _dtype(s, notes),
         "implementation": _implementation(s, notes),
     }
-    kernel = _attention(s, notes)
-    if kernel:
-        fields["attention"] = kernel
+    fields["attention"] = _attention(s, notes)
     fields |= {k: v for k, v in typed.items() if k != "fsdp"}
     fsdp = typed["fsdp"] if "fsdp" in typed else _fsdp(s, fields, notes)
     fields["recompute"] = _recompute(s, fields, fsdp, notes)
@@ -152,8 +151,10 @@ def _implementation(s: Scenario, notes: list[Problem]) -> str:
     return IMPLEMENTATION[name]
 
 
-def _attention(s: Scenario, notes: list[Problem]) -> str | None:
-    kernel = s.training.attention_kernel
+def _attention(s: Scenario, notes: list[Problem]) -> str:
+    """The kernel the scenario's run counts: left out, its implementation's default
+    (state/accounting.py `accounting_for`: megatron's eager), not measure's own sdpa."""
+    kernel = s.training.attention_kernel or DEFAULT_KERNEL[s.training.implementation]
     if kernel == "flash":
         _note(
             notes,

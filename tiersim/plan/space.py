@@ -138,8 +138,9 @@ def build_space(s: Scenario, resolved: dict[str, Any]) -> tuple[Space, list[Prob
 
 
 def _values_problem(values: Any) -> str | None:
-    if not isinstance(values, list):
-        return f"is {values!r} (expected a list of the values to consider, e.g. [hbm, hbf])"
+    if not isinstance(values, list):  # the value itself in the example: [3] for 3
+        example = f"[{values}]" if isinstance(values, str | int | float) else "[1, 2, 4]"
+        return f"is {values!r} (expected a list of the values to consider, e.g. {example})"
     if not values:
         return "is an empty list (expected at least one value to consider)"
     if any(isinstance(v, dict | list) for v in values):

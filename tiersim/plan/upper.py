@@ -210,9 +210,14 @@ def weight_moves(moves: Moves, res: Resolved, home: str, updater: str, u: Unit, 
     (`swapped_in`: from home to host, then to the GPU); for the update, read where no master
     copy is (`_fetch_state`), the updated shard written home (`_write_unit`), and the
     gathered rest written home where they live off the GPU (`_gather_parameters`): `n` x
-    (2 `m` + 3) moves at most, each counted once (it was 2 x (2 `m` + 2) fetches)."""
+    (2 `m` + 3) moves at most, each counted once (it was 2 x (2 `m` + 2) fetches); with
+    ZeRO++ hpZ's secondary partition off the GPU, each use's write of it home besides."""
     gpu, uses = res.machine.gpu.memory, n * 2 * m  # `m` micro-batches a step
-    weights = tier_bytes(u)[0]
+    # ZeRO++ hpZ homed off the GPU: a fetch copies the secondary partition where it is the
+    # larger, and each use's release writes it home (engine/hpz_offload.py)
+    secondary = u.hpz_secondary if u.dp_weights_secondary is not None else 0
+    weights = max(tier_bytes(u)[0], secondary)
+    moves.add(gpu, home, secondary, uses)
     if swapped_in(res.execution.offload, res.machine, home):
         host = res.machine.cpu.memory
         moves.add(home, host, weights, uses)

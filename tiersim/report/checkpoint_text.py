@@ -25,7 +25,7 @@ def checkpoint_lines(ck: dict[str, Any], step_s: float) -> list[str]:
 
 def _checkpoint_line(ck: dict[str, Any], step_s: float) -> str:
     n = ck["interval_steps"]
-    every = "not set" if n is None else f"every {n} step{'s' * (n != 1)}"
+    every = "not set" if n is None else f"every {n:,} step{'s' * (n != 1)}"
     basis = {
         "daly": "auto: Daly's optimum",
         "drain": "auto: the drain, longer than Daly's optimum",
@@ -48,7 +48,7 @@ def _checkpoint_line(ck: dict[str, Any], step_s: float) -> str:
     best, at_best = ck.get("optimal_interval_steps"), ck.get("goodput_at_optimum")
     if isinstance(best, dict) and best.get("daly") and at_best is not None:
         n = best["daly"]
-        every = f"every {n} step{'s' * (n != 1)}"
+        every = f"every {n:,} step{'s' * (n != 1)}"
         optimum_s = ck["optimal_interval_s"]["daly"]
         if optimum_s <= 0:  # a checkpoint that stalls nothing: as often as the drain allows
             floor = "the drain's" if n > 1 else "the shortest interval"  # a drain within a step

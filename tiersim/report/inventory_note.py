@@ -9,13 +9,15 @@ from __future__ import annotations
 
 from tiersim.config.mesh import Mesh
 from tiersim.config.schema import Scenario
+from tiersim.config.zeropp import hpz_ranks
 from tiersim.core.units import fmt_bytes
 from tiersim.state.buffers import offload_gradient_buffer_bytes
 from tiersim.state.classes import PER_PARAMETER
 from tiersim.state.context import gathered_kv_bytes
-from tiersim.state.inventory import Inventory, stage_layers
+from tiersim.state.inventory import Inventory, rank_matrices, stage_layers
 from tiersim.state.model import Transformer, UnitKind
 from tiersim.state.resolved import Resolved, resolve
+from tiersim.state.zeropp import secondary_weight_bytes
 
 
 def split_note(s: Scenario, inv: Inventory) -> str:
@@ -30,6 +32,7 @@ def split_note(s: Scenario, inv: Inventory) -> str:
             "per GPU: one GPU's share, class by class:",
             f"  {', '.join(PER_PARAMETER)}: {_parameter_split(r, inv)}; {_data_sharding(s, inv)}.",
             *_zero1_gradients(inv),
+            *_hpz_weights(r, inv),
             f"  activations: {_activation_split(r, inv, layers)}.",
             f"  workspace: {_workspace(r)}.",
         ]
@@ -47,6 +50,20 @@ def _zero1_gradients(inv: Inventory) -> list[str]:
         f"({part}), written once a step at the accumulation boundary (fp32 there); the GPU "
         f"accumulates the whole 16-bit gradients ({fmt_bytes(whole)}, counted in its memory) "
         "(stage_1_and_2.py: docs/memory.md)."
+    ]
+
+
+def _hpz_weights(r: Resolved, inv: Inventory) -> list[str]:
+    """DeepSpeed ZeRO++ hpZ: the weights' secondary partition beside ZeRO-3's (state/zeropp.py)."""
+    h = hpz_ranks(r.execution.training, r.execution.parallel)
+    if h <= 1:
+        return []
+    mats = [m for unit in rank_matrices(r, inv.stage) for m in unit]
+    extra = fmt_bytes(secondary_weight_bytes(r, mats))
+    return [
+        f"  weights (DeepSpeed ZeRO++ hpZ, zero_hpz_partition_size {h}): also a secondary "
+        f"partition over {h} ranks, weights / {h} ({extra}), held from the first forward to "
+        "the update (partition_parameters.py _partition_param_sec: docs/zero-plus-plus.md)."
     ]
 
 

@@ -41,7 +41,7 @@ def _class_rows(s: Scenario, inv: Inventory) -> tuple[list[str], list[list[str]]
             fmt_bytes(inv.dense[cls]),
             fmt_bytes(inv.per_gpu[cls]),
             *split(cls),
-            "yes" if inv.sharded.get(cls) else "no",
+            _sharded(inv, cls),
             home_of[cls]
             + (f" (experts: {expert_home[cls]})" if expert_home[cls] != home_of[cls] else ""),
         ]
@@ -53,6 +53,15 @@ def _class_rows(s: Scenario, inv: Inventory) -> tuple[list[str], list[list[str]]
     # "whole model", not the JSON's "dense": an MoE model's dense layers are another thing;
     # "ZeRO-sharded": tensor and pipeline parallelism split a class that ZeRO does not shard
     return ["class", "whole model", "per GPU", *parts, "ZeRO-sharded", "home"], rows
+
+
+def _sharded(inv: Inventory, cls: str) -> str:
+    """The ZeRO-sharded column: DeepSpeed ZeRO-1's CPU optimizer keeps the gradients' partition
+    on the host (the per-GPU column's bytes) and the whole 16-bit gradients on the GPU
+    (state/zero1_offload.py), where `inv.sharded`, the GPU's rule, says no."""
+    if cls == "gradients" and inv.per_gpu.gpu_gradients:
+        return "host: yes"
+    return "yes" if inv.sharded.get(cls) else "no"
 
 
 def _context(s: Scenario) -> str:

@@ -55,7 +55,9 @@ def _fetches(off: dict[str, Any]) -> str:
     largest = f"the largest {_params(off['largest_fetch_parameters'])} parameters a fetch"
     if parts == 1:
         tiles = f", each layer in {per:,} tiles ({per:,} fetches a layer)" if per > 1 else ""
-        return f"parameters fetched a layer at a time{tiles}, {largest}"
+        whole = " (timed so; in memory FSDP2's one unit, the whole model)"
+        whole = whole if off.get("fetch") == "model" else ""  # training.offload.fetch: model
+        return f"parameters fetched a layer at a time{tiles}{whole}, {largest}"
     tiled = len(off["tiling"])
     cut = f" ({parts:,} submodule fetches, {tiled:,} of them cut into tiles)" if tiled else ""
     return (

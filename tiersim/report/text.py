@@ -195,16 +195,20 @@ IN_FLIGHT_NOTE = (
 
 
 PRICED_NOTE = (
-    "bytes/step counts the sends between pipeline stages and every MoE all-to-all's bytes on "
-    "each channel; busy counts them only where a flow carries them (their time is in each "
-    "stage's chunks and the all-to-all's flow: docs/link-bytes.md)"
+    "bytes/step counts the sends between pipeline stages, every MoE all-to-all's bytes on "
+    "each channel and ZeRO++ qgZ's all-to-alls within a node; busy counts them only where a "
+    "flow carries them (their time is in each stage's chunks and the all-to-all's or the "
+    "gradient reduction's flow: docs/link-bytes.md)"
 )
 
 
-def _priced_outside_flows(links: dict[str, Any]) -> bool:
-    """Whether bytes the engine's flows do not carry are on the links (workload.link_bytes)."""
+def priced_outside_flows(links: dict[str, Any]) -> bool:
+    """Whether bytes no flow carries are on the links (workload.link_bytes): pipeline sends,
+    an all-to-all's second channel, a link with bytes and no busy time (qgZ's NVLink alone)."""
     expert = [n for n, v in links.items() if "expert" in v["bytes_by_direction"]]
-    return len(expert) > 1 or any("pipeline" in v["bytes_by_direction"] for v in links.values())
+    unflowed = [n for n, v in links.items() if v["bytes"] and not v["busy_s"]]
+    piped = [n for n, v in links.items() if "pipeline" in v["bytes_by_direction"]]
+    return len(expert) > 1 or bool(unflowed or piped)
 
 
 def step_tables(
@@ -271,7 +275,7 @@ def _link_table(report: dict[str, Any]) -> str:
         "bandwidth used",
     ]
     table = render(header, rows) + "\n" + IN_FLIGHT_NOTE
-    if _priced_outside_flows(report["links"]):
+    if priced_outside_flows(report["links"]):
         table += "\n" + PRICED_NOTE
     return table + network_notes(report["links"].get("network"), report["step"]["time_s"])
 

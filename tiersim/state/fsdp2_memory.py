@@ -2,7 +2,8 @@
 them (torch 2.13, torch/distributed/fsdp/_fully_shard/: _fsdp_collectives.py,
 _fsdp_param_group.py), each a named part. G is one FSDP group's parameters unsharded (a layer,
 or the root group: embeddings, final norm, head), padded to the shard group's W ranks, in the
-compute precision; G_g its gradients in the same precision (reduce_dtype defaults to it).
+compute precision; G_g its gradients as autograd makes them, in the same precision (R and S:
+the same values in reduce_dtype and in the sharded parameters' dtype, below).
 
 - all-gather: `foreach_all_gather` allocates the output buffer (G) and copies the rank's shard
   into it; `foreach_all_gather_copy_out` then allocates each parameter's unsharded tensor (G in
@@ -27,6 +28,15 @@ compute precision; G_g its gradients in the same precision (reduce_dtype default
   here: `zero_grad(set_to_none=False)`), then frees it. The input is kept until the next
   group's reduce-scatter (`reduce_scatter_max_input_buffers`, 1) and the last one to the end of
   the backward.
+- mixed precision (`MixedPrecisionPolicy`: the parameters sharded in `training.precision.
+  weights`, gathered in the compute precision, reduced in `training.precision.gradients`):
+  `_get_param_all_gather_inputs` first casts the rank's shards into one flat tensor in
+  param_dtype (G / W), alive through the all-gather (`foreach_all_gather` returns with it);
+  autograd's gradients come in param_dtype (G_g); the reduce-scatter input and output are
+  in reduce_dtype (R, R / W); `foreach_reduce` then casts the output to the parameters'
+  dtype (`_to_dtype_if_needed(reduce_output, orig_dtype)`: a new tensor, S / W, the reduced
+  output freed as it is rebound) and adds that into the sharded `.grad`, which is in the
+  parameters' dtype (state/sharding.py `held_gradient_precision`).
 - W = 1: no all-gather buffer (the shard is copied into the unsharded tensors directly,
   `wait_for_unshard`); the reduce-scatter's input and output as above (a copy, no collective).
 - the transport's own copies, on the CPU only: gloo's all-gather fills a flat output of its own
@@ -44,7 +54,9 @@ from __future__ import annotations
 import math
 
 from tiersim.config.mesh import Mesh
+from tiersim.config.schema import PRECISION_BYTES
 from tiersim.core.records import record
+from tiersim.state.inventory import rank_matrices
 from tiersim.state.resolved import Resolved
 from tiersim.state.sharding import fsdp2_padded_values
 from tiersim.state.timeline import Steps
@@ -55,6 +67,8 @@ TRANSPORT = "collective transport copy (gloo, CPU only)"
 GRADS = "unsharded gradients (before reduce-scatter)"
 RS_INPUT = "reduce-scatter input (FSDP2)"
 RS_OUTPUT = "reduce-scatter output (FSDP2)"
+AG_INPUT = "all-gather input cast to param_dtype (FSDP2)"
+RS_CAST = "reduced shard cast to the parameters' dtype (FSDP2)"
 
 
 @record
@@ -65,22 +79,35 @@ class Group:
     nbytes: int  # G: parameters unsharded, compute precision
     grad_nbytes: int  # G_g: gradients unsharded
     tensors: int
+    values: int = 0  # the parameters unsharded, padded (0: bytes as grad_nbytes says)
 
 
 def fsdp2_of(r: Resolved) -> Fsdp2:
     """FSDP2 over the shard group (data x context; HSDP: its shard group), with gloo's copies
-    where the timeline is the CPU's."""
+    where the timeline is the CPU's; its mixed precision where the parameters' dtype is not
+    the compute precision or the gradients' (torchao's FP8 all-gather,
+    training.fp8.param_gather, casts in its own hooks: not this cast)."""
     world = Mesh.of(r.execution.parallel).dense_shard_ranks
     depth = r.execution.simulation.prefetch_depth or 1
-    return Fsdp2(world, r.accounting.device == "cpu", depth)
+    prec, fp8 = r.execution.training.precision, r.execution.training.fp8
+    fp8_params = fp8 is not None and fp8.param_gather
+    held, reduce = PRECISION_BYTES[prec.weights], PRECISION_BYTES[prec.gradients]
+    cast = held != r.accounting.compute_bytes and not fp8_params
+    args = (world, r.accounting.device == "cpu", depth, reduce, held, cast)
+    if r.execution.offload.fetch == "model":  # FSDP2's one unit (config/framework.py)
+        return WholeModel(*args, last=str(len(rank_matrices(r, 0)) - 2))
+    return Fsdp2(*args)
 
 
 def padded_group_values(r: Resolved, unit: str, values: int) -> int:
     """A group's parameters unsharded as FSDP2 holds them: each padded to ceil(d0 / W) x W
     rows (state/fsdp.py) where that rule applies (dense models: state/fsdp.py's shapes have no
     experts, as the inventory's padding), else `values` (a MoE layer's own: its router,
-    transformers' fused experts, the shared expert and its gate)."""
+    transformers' fused experts, the shared expert and its gate). The root group, where it is
+    the one unit (`training.offload.fetch: model`), holds every parameter."""
     x, world = r.execution, Mesh.of(r.execution.parallel).dense_shard_ranks
+    if unit == "rest" and x.offload.fetch == "model":  # one stage (config/framework.py)
+        unit, values = "model", sum(m.size for u in rank_matrices(r, 0) for m in u)
     if r.model.is_moe_model:
         return values
     padded = fsdp2_padded_values(x.training, x.parallel, r.model, unit)
@@ -92,6 +119,13 @@ class Fsdp2:
     world: int  # ranks the groups are sharded over
     gloo: bool  # the CPU's transport, with its own copies
     depth: int = 1  # layers prefetched ahead: 1 FSDP2's defaults, n > 1 its explicit prefetch
+    reduce_bytes: int = 0  # reduce_dtype's bytes a value (0: the gradients' own, grad_nbytes)
+    held_bytes: int = 0  # the sharded parameters' (orig_dtype's): the reduced shard cast to it
+    cast_gather: bool = False  # param_dtype is not the sharded parameters' dtype
+
+    def _reduced(self, g: Group) -> int:
+        """R: the group's reduce-scatter input, in reduce_dtype."""
+        return g.values * self.reduce_bytes if self.reduce_bytes and g.values else g.grad_nbytes
 
     def _transport(self, steps: Steps, at: str, phase: str, nbytes: int) -> None:
         if self.gloo and self.world > 1:
@@ -101,8 +135,11 @@ class Fsdp2:
     def all_gather(self, steps: Steps, at: str, phase: str, g: Group) -> None:
         """The group's all-gather into its buffer (none at W = 1)."""
         if self.world > 1 and f"all-gather {g.key}" not in steps.held:
+            cast = math.ceil(g.nbytes / self.world) if self.cast_gather else 0
+            steps.alloc(at, phase, "all-gather input", AG_INPUT, cast)
             steps.alloc(at, phase, f"all-gather {g.key}", ALL_GATHER, g.nbytes)
             self._transport(steps, at, phase, g.nbytes)
+            steps.free(at, phase, "all-gather input", AG_INPUT)
 
     def unshard(self, steps: Steps, at: str, phase: str, g: Group) -> None:
         """All-gather (unless prefetched) and copy out into the unsharded parameters (the
@@ -121,12 +158,17 @@ class Fsdp2:
         steps.free(at, phase, f"gathered {g.key}", GATHERED)
         for key in [k for k in steps.held if k.startswith("rs input ")]:
             steps.free(at, phase, key, RS_INPUT)  # the previous group's, kept until now
-        steps.alloc(at, phase, f"rs input {g.key}", RS_INPUT, g.grad_nbytes)
+        reduced = self._reduced(g)
+        steps.alloc(at, phase, f"rs input {g.key}", RS_INPUT, reduced)
         for key, part in grads:
             steps.free(at, phase, key, part)
-        steps.alloc(at, phase, "rs output", RS_OUTPUT, math.ceil(g.grad_nbytes / self.world))
-        self._transport(steps, at, phase, g.grad_nbytes)
+        steps.alloc(at, phase, "rs output", RS_OUTPUT, math.ceil(reduced / self.world))
+        self._transport(steps, at, phase, reduced)
+        if self.held_bytes and self.held_bytes != self.reduce_bytes and g.values:
+            cast = math.ceil(g.values * self.held_bytes / self.world)
+            steps.alloc(at, phase, "rs cast", RS_CAST, cast)  # the output freed as rebound
         steps.free(at, phase, "rs output", RS_OUTPUT)
+        steps.free(at, phase, "rs cast", RS_CAST)  # added into the sharded .grad
 
     def _prefetch(self, steps: Steps, at: str, phase: str, groups) -> None:
         """The all-gathers of `groups` not unsharded already (FSDP2's `unshard`: a no-op for
@@ -158,11 +200,49 @@ class Fsdp2:
     def post_backward(self, steps: Steps, at: str, g: Group) -> None:
         """The rest of the group's gradients, made as its saved tensors were freed, then the
         reduce-scatter of them all."""
-        rest = g.grad_nbytes - steps.held.get(f"grad first {g.key}", 0)
-        steps.alloc(at, "backward", f"grads {g.key}", GRADS, rest, max(1, g.tensors - 1))
+        self.rest_of_gradients(steps, at, g)
         grads = [(f"grad first {g.key}", GRADS), (f"grads {g.key}", GRADS)]
         self.reduce_scatter(steps, at, "backward", g, grads)
+
+    @staticmethod
+    def rest_of_gradients(steps: Steps, at: str, g: Group) -> None:
+        rest = g.grad_nbytes - steps.held.get(f"grad first {g.key}", 0)
+        steps.alloc(at, "backward", f"grads {g.key}", GRADS, rest, max(1, g.tensors - 1))
 
     def end_of_backward(self, steps: Steps, at: str) -> None:
         for key in [k for k in steps.held if k.startswith("rs input ")]:
             steps.free(at, "backward", key, RS_INPUT)
+
+
+@record
+class WholeModel(Fsdp2):
+    """FSDP2's one unit over the whole model (`fully_shard` on the root alone: Accelerate's
+    `fsdp_auto_wrap_policy: NO_WRAP`; `training.offload.fetch: model`). Its group is the root
+    group holding every parameter: all-gathered once, as the forward starts, and kept unsharded
+    to the end of the backward (torch 2.13 _fsdp_state.py `_lazy_init`: the root's
+    `post_forward_mesh_info = None`, never resharded after forward); its all-gather buffer kept
+    to the root's post-forward (the implicit prefetch's `all_gather_state`, as a last layer's);
+    each layer's gradients kept unsharded as autograd makes them, to one reduce-scatter of the
+    whole model after the embeddings' backward (`_root_post_backward_final_callback`: the
+    group's `post_backward`). The layers' groups stand for their bytes alone."""
+
+    last: str = ""  # the last layer's key: its release, after the loss's forward, the buffer's
+
+    def all_gather(self, steps: Steps, at: str, phase: str, g: Group) -> None:
+        if g.key == "rest":
+            super().all_gather(steps, at, phase, g)
+
+    def unshard(self, steps: Steps, at: str, phase: str, g: Group) -> None:
+        if g.key == "rest":
+            super().unshard(steps, at, phase, g)
+
+    def release(self, steps: Steps, at: str, phase: str, key: str) -> None:
+        if key == self.last:  # the root's post-forward (step_memory.py `_after_the_forward`)
+            super().release(steps, at, phase, "rest")
+
+    def post_backward(self, steps: Steps, at: str, g: Group) -> None:
+        self.rest_of_gradients(steps, at, g)  # kept to the whole model's reduce-scatter
+
+    def reduce_scatter(self, steps: Steps, at: str, phase: str, g: Group, grads: list) -> None:
+        layers = [(k, GRADS) for k in steps.held if k.startswith(("grad first ", "grads "))]
+        super().reduce_scatter(steps, at, phase, g, [*layers, *grads])

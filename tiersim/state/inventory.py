@@ -271,7 +271,7 @@ def _class_bytes(
     experts = sharded_parameter_bytes(tr, experts_m, shards, expert_div, None, momentum)
     if not single:  # ZeRO++ hpZ's secondary weight partition (state/zeropp.py)
         for held, part in ((dense, dense_m), (experts, experts_m)):
-            held["weights"] += secondary_weight_bytes(r, raw_parameter_bytes(tr, part)["weights"])
+            held["weights"] += secondary_weight_bytes(r, part)
     on_gpu = 0 if single else host_share(r.execution, dense, experts, (dense_div, expert_div))
     workspace = workspace_bytes(r.execution, largest_tensor_elements(r.model, mats))
     if not single:  # context_comm: all_gather holds a layer's gathered K/V (state/context.py)

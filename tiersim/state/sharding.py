@@ -24,6 +24,18 @@ def master_bytes(prec: Precision) -> int:
     return PRECISION_BYTES[prec.master]
 
 
+def held_gradient_precision(training: Training) -> str:
+    """The precision a parameter's gradient is held in until the update:
+    `training.precision.gradients`, but under FSDP2 (`framework: fsdp`) the sharded parameters'
+    own. fully_shard's `foreach_reduce` reduces in `reduce_dtype` (tiersim: the gradients key)
+    and casts the reduced shard back to the parameter's original dtype before it accumulates
+    it into the sharded `.grad` (torch 2.13 _fsdp_collectives.py: `_to_dtype_if_needed(
+    reduce_output, orig_dtype)`); DDP and autocast keep the parameters' dtype too."""
+    if training.framework == "fsdp":
+        return training.precision.weights
+    return training.precision.gradients
+
+
 def raw_parameter_bytes(
     training: Training, mats: list[Matrix], muon_momentum: str | None = None
 ) -> dict[str, int]:
@@ -56,6 +68,7 @@ def _raw_bytes(training: Training, mats: list[Matrix], muon_momentum: str | None
     prec = plain_fields(training.precision)
     params = sum(m.size for m in mats)
     per_value = {c: PRECISION_BYTES[prec[c]] for c in PER_PARAMETER if c != "master"}
+    per_value["gradients"] = PRECISION_BYTES[held_gradient_precision(training)]
     per_value["master"] = master_bytes(training.precision)
     out = {c: params * per_value[c] for c in PER_PARAMETER if c != "optimizer"}
     out["optimizer"] = _state_bytes(training, mats, per_value["optimizer"], muon_momentum)

@@ -61,8 +61,9 @@ from tiersim.state.resolved import Resolved
 from tiersim.state.selective_order import recompute_core
 from tiersim.state.step_optimizer import optimizer_step
 from tiersim.state.timeline import Event, Pieces, Timeline, evaluate, fit_pieces
-from tiersim.state.vocab_grads import VocabGrads, vocab_grads
+from tiersim.state.vocab_grads import VocabGrads, embedding_grads, vocab_grads
 from tiersim.state.zero3_prefetch import Zero3Gathers, zero3_gathers
+from tiersim.state.zeropp import SecondaryEvents
 
 GATHER_WINDOW = 2  # layers of gathered weights live at once: the current one and the next
 
@@ -102,12 +103,14 @@ def _reshard(r: Resolved) -> bool:
     return r.execution.parallel.reshard_after_forward is not False
 
 
-def _start(steps: _Steps, r: Resolved, per_gpu, experts, held: float, stage: int) -> None:
+def _start(steps: _Steps, r: Resolved, per_gpu, experts, held: float, stage: int, hpz) -> None:
     gpu = r.machine.gpu.memory
     use = tier_use(r, per_gpu, experts)[gpu]
-    for cls, nbytes in use.classes.items():
+    for cls, nbytes in use.classes.items():  # hpZ's secondary partition as its own events
         if cls != "activations":
+            nbytes -= hpz.total if cls == "weights" else 0
             steps.alloc("start of the step", "start", cls, f"resident {cls}", nbytes)
+    hpz.at_start(steps, "start of the step")
     steps.alloc("start of the step", "start", "held", apex_sync.HELD, held)
     ddp = ddp_bucket_bytes(r, use.classes.get("weights", 0))  # state/ddp_buckets.py
     steps.alloc("start of the step", "start", "ddp buckets", DDP_BUCKETS, ddp)
@@ -124,6 +127,8 @@ class _Plan:
     reshard: bool  # gathered weights released after each layer's forward
     on_gpu: bool  # saved activations live in GPU memory
     cb: int  # compute precision's bytes
+    rest: int  # parameters of the stage's embeddings, final norm and head on one GPU
+    hpz: SecondaryEvents  # DeepSpeed ZeRO++ hpZ's secondary partition (state/zeropp.py)
     grad_bytes: int  # an unsharded gradient's bytes per value
     fp8_params: bool = False  # training.fp8.param_gather: the FP8 copies are the weights
     fp8_recast: bool = False  # FP8 copies cast in each pass, not cached (state/fp8.py)
@@ -132,7 +137,7 @@ class _Plan:
     zero3: Zero3Gathers | None = None  # DeepSpeed ZeRO-3's coordinator (state/zero3_prefetch.py)
 
 
-def _plan(r: Resolved, layers: list[LayerMemory], rest: int, stage: int) -> _Plan:
+def _plan(r: Resolved, layers: list[LayerMemory], stage: int) -> _Plan:
     tr, plan = r.execution.training, r.execution.offload
     cb = r.accounting.compute_bytes
     submodule = plan.fetch == "submodule" and plan.max_live_parameters
@@ -145,6 +150,8 @@ def _plan(r: Resolved, layers: list[LayerMemory], rest: int, stage: int) -> _Pla
         reshard=_reshard(r),
         on_gpu=homes(r.execution.placement, r.machine)["activations"] == r.machine.gpu.memory,
         cb=cb,
+        rest=(rest := sum(m.size for m in rank_matrices(r, stage)[-1])),
+        hpz=SecondaryEvents.of_stage(r, stage, r.machine.gpu.memory),
         grad_bytes=cb if tr.framework == "fsdp" else PRECISION_BYTES[tr.precision.gradients],
         fp8_params=tr.fp8 is not None and tr.fp8.param_gather,
         fp8_recast=recast_per_pass(r),
@@ -160,7 +167,7 @@ def _plan(r: Resolved, layers: list[LayerMemory], rest: int, stage: int) -> _Pla
 def _group(r: Resolved, p: _Plan, key: str, unit: str, lay: LayerMemory | None, rest: int):
     values = padded_group_values(r, unit, lay.params if lay else rest)
     nbytes = _gathered_bytes(p, lay, values) if lay else values * p.cb
-    return Group(key, math.ceil(nbytes), values * p.grad_bytes, lay.tensors if lay else 3)
+    return Group(key, math.ceil(nbytes), values * p.grad_bytes, lay.tensors if lay else 3, values)
 
 
 def _gathered_bytes(p: _Plan, lay: LayerMemory, values: float) -> float:
@@ -182,6 +189,8 @@ def _gather(steps: _Steps, p: _Plan, layers: list[LayerMemory], at: str, phase: 
 
 
 def _forward(steps: _Steps, p: _Plan, layers: list[LayerMemory]) -> None:
+    hpz = p.hpz  # ZeRO++ hpZ's secondary partition, made as each unit's forward releases it
+    hpz.made(steps, "forward: embeddings", len(layers))
     for i, lay in enumerate(layers):
         at = f"forward: layer {i}"
         if p.fsdp2:  # the previous group's all-gather buffer kept to this copy-out
@@ -207,11 +216,10 @@ def _forward(steps: _Steps, p: _Plan, layers: list[LayerMemory]) -> None:
             p.zero3.leave(steps, at, "forward")
         elif p.gather and p.reshard:
             steps.free(at, "forward", f"gathered {i}", "gathered weights")
+        hpz.made(steps, at, i)
 
 
 UNSHARDED = "unsharded gradients (before reduce-scatter)"
-EMBEDDING_GRAD = "embedding's weight gradient (dense)"
-TIED_SUM = "tied weight's summed gradient"
 FINAL_NORM = "final norm's backward transients (fp32)"
 BUSIEST = "saved activations: the busiest expert rank's rows beyond the mean"
 SAVED = "saved activations"
@@ -266,12 +274,10 @@ def _backward(
 
 def build_events(r: Resolved, inv: Inventory, stage: int) -> list[Event]:
     """The step's allocations and frees on one GPU of `stage` (see the module's docstring)."""
-    par = r.execution.parallel
-    last = stage == par.pipeline - 1
+    last = stage == r.execution.parallel.pipeline - 1
     (per_gpu, experts), _, _ = stage_bytes(r, r.model, stage)
     layers = layer_memory(r, stage)
-    rest = _rest_values(r, stage)
-    p = _plan(r, layers, rest, stage)
+    p = _plan(r, layers, stage)
     outside, log_softmax, head_side = outside_saved(r, stage, last)
     this_mb = sum(lay.saved for lay in layers) + outside
     held = max(0.0, per_gpu["activations"] - this_mb) if p.on_gpu else 0.0
@@ -280,11 +286,11 @@ def build_events(r: Resolved, inv: Inventory, stage: int) -> list[Event]:
     share = (this_mb if p.on_gpu else 0, sum(x.items for x in layers))  # what drains, if any
     units = apex_sync.drained(apex, share, output_bytes(r) if kept else 0)
     one = not (apex.cool_down and p.on_gpu)  # else in units, as the cool-down drains them
-    _start(steps, r, per_gpu, experts if r.model.is_moe_model else None, held * one, stage)
+    _start(steps, r, per_gpu, experts if r.model.is_moe_model else None, held * one, stage, p.hpz)
     steps.alloc("start of the step", "start", "pipeline outputs", PIPELINE_OUTPUTS, kept * one)
     for unit, nbytes in zip(units, (held, kept), strict=True):
         unit.hold(steps, "start of the step", "start", 0 if one else nbytes, whole=True)
-    root = _weights_at_start(steps, p, layers, rest)
+    root = _weights_at_start(steps, p, layers, p.rest)
     saves = outside - log_softmax - head_side if p.on_gpu else 0
     steps.alloc("forward: embeddings", "forward", "outside saves", "saved activations", saves, 4)
     _forward(steps, p, layers)
@@ -293,7 +299,7 @@ def build_events(r: Resolved, inv: Inventory, stage: int) -> list[Event]:
         at, mh = "forward: final norm and head", head_inputs(r) * p.on_gpu
         steps.alloc(at, "forward", "head saves", "saved activations", head_side * p.on_gpu, 4)
         steps.alloc(at, "forward", "head inputs", HEAD_INPUTS, mh, 2)
-        _loss_with_head(steps, r, p, 0 if root else rest, log_softmax, vocab)
+        _loss_with_head(steps, r, p, 0 if root else p.rest, log_softmax, vocab)
         ds_buckets.bucket_at_first_gradient(steps, r, "backward: final norm and head")
         at, b, norm = "backward: final norm and head", "backward", FINAL_NORM
         steps.alloc(at, b, "final norm", norm, final_norm_transients(r) if p.on_gpu else 0, 5)
@@ -301,23 +307,18 @@ def build_events(r: Resolved, inv: Inventory, stage: int) -> list[Event]:
         steps.free(at, b, "head saves", "saved activations")
         steps.free(at, b, "head inputs", HEAD_INPUTS)
     _backward(steps, p, layers, bool(inv.sharded.get("gradients")), apex)
-    _embedding_grads(steps, vocab, p)
+    embedding_grads(steps, vocab, p)
     steps.free("backward: embeddings", "backward", "outside saves", "saved activations")
     steps.free("backward: embeddings", "backward", "gathered rest", "gathered weights")
     nxt = [(RECOMPUTE, max((x.recompute for x in layers), default=0))]
     nxt.append(("backward transients", max((x.working for x in layers), default=0)))
     cooled = apex_sync.cool_down_events(steps, apex, units, nxt)
-    flush = "cool-down: the pipeline's flush" if cooled else "backward: embeddings"
-    apex_sync.flushed(steps, flush)
+    apex_sync.flushed(
+        steps, "cool-down: the pipeline's flush" if cooled else "backward: embeddings"
+    )
     ds_buckets.bucket_at_end_of_backward(steps, r, "backward: ZeRO's gradient epilogue", stage)
-    optimizer_step(steps, r, stage, apex.at_step_buckets)
+    p.hpz.around_update(steps, lambda: optimizer_step(steps, r, stage, apex.at_step_buckets))
     return steps.events
-
-
-def _rest_values(r: Resolved, stage: int) -> int:
-    """Parameters of the stage's embeddings, final norm and head on one GPU."""
-    units = rank_matrices(r, stage)
-    return sum(m.size for m in units[-1])
 
 
 def _weights_at_start(steps: _Steps, p: _Plan, layers: list[LayerMemory], rest: int) -> bool:
@@ -369,24 +370,6 @@ def _after_the_forward(steps: _Steps, p: _Plan) -> None:
         p.fsdp2.release(steps, "forward: loss", "forward", last.key)
         if p.reshard:
             p.fsdp2.all_gather(steps, "backward: loss", "backward", last)
-
-
-def _embedding_grads(steps: _Steps, vocab: VocabGrads, p: _Plan) -> None:
-    """The embedding's backward: its dense gradient, a tied weight's sum with the head's
-    (state/vocab_grads.py), then AccumulateGrad, or FSDP2's root reduce-scatter."""
-    at, b = "backward: embeddings", "backward"
-    if p.zero3:
-        p.zero3.enter(steps, at, b)
-    steps.alloc(at, b, "d embedding", EMBEDDING_GRAD, vocab.embedding)
-    steps.alloc(at, b, "d tied", TIED_SUM, vocab.summed)
-    grads = [("d embedding", EMBEDDING_GRAD), ("d head", HEAD_GRAD), ("d tied", TIED_SUM)]
-    if p.fsdp2:
-        p.fsdp2.reduce_scatter(steps, at, b, p.groups[-1], grads)
-        p.fsdp2.end_of_backward(steps, at)
-    for key, part in grads:
-        steps.free(at, b, key, part)
-    if p.zero3:
-        p.zero3.leave(steps, at, b)
 
 
 def gpu_timeline(r: Resolved, inv: Inventory) -> Timeline:

@@ -23,6 +23,7 @@ from __future__ import annotations
 import math
 
 from tiersim.core.records import record
+from tiersim.state.loss_memory import HEAD_GRAD
 from tiersim.state.model import Transformer
 from tiersim.state.resolved import Resolved
 
@@ -55,3 +56,25 @@ def vocab_grads(r: Resolved, stage: int, grad_bytes: int, root_held: bool) -> Vo
         embedding=nbytes if first else 0,
         summed=nbytes if tied else 0,
     )
+
+
+EMBEDDING_GRAD = "embedding's weight gradient (dense)"
+TIED_SUM = "tied weight's summed gradient"
+
+
+def embedding_grads(steps, vocab: VocabGrads, p) -> None:
+    """The embedding's backward: its dense gradient, a tied weight's sum with the head's
+    (vocab_grads above), then AccumulateGrad, or FSDP2's root reduce-scatter."""
+    at, b = "backward: embeddings", "backward"
+    if p.zero3:
+        p.zero3.enter(steps, at, b)
+    steps.alloc(at, b, "d embedding", EMBEDDING_GRAD, vocab.embedding)
+    steps.alloc(at, b, "d tied", TIED_SUM, vocab.summed)
+    grads = [("d embedding", EMBEDDING_GRAD), ("d head", HEAD_GRAD), ("d tied", TIED_SUM)]
+    if p.fsdp2:
+        p.fsdp2.reduce_scatter(steps, at, b, p.groups[-1], grads)
+        p.fsdp2.end_of_backward(steps, at)
+    for key, part in grads:
+        steps.free(at, b, key, part)
+    if p.zero3:
+        p.zero3.leave(steps, at, b)

@@ -314,3 +314,15 @@ def sm_share_s(r: Resolved, hidden: Comm | None, cap: dict[Network, float] | Non
     NCCL's kernels take (`gpu.collective_sm_share`) times the collective's time; `cap`: as
     `alone_s`'s."""
     return r.machine.gpu.collective_sm_share * alone_s(r, hidden, cap)
+
+
+def hidden_s(
+    r: Resolved, hidden: list[Comm | None], beside_s: float, cap: dict[Network, float] | None = None
+) -> float:
+    """Time the collectives `hidden` behind a pass's `beside_s` seconds of computation add to
+    it: the SM share NCCL's kernels take while they run beside it (`sm_share_s`), and the part
+    of their time that outlasts it, exposed: a collective cannot end before its bytes cross
+    (link_bytes.py counts them, and no link carries more than its bandwidth over the step)."""
+    alone = sum(alone_s(r, c, cap) for c in hidden)
+    share = r.machine.gpu.collective_sm_share
+    return share * min(alone, beside_s) + max(0.0, alone - beside_s)

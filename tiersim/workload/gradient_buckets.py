@@ -1,5 +1,5 @@
-"""DeepSpeed ZeRO's gradient reduce bucket in the step's timing: which units' data-parallel
-gradient reductions go out together, as one collective, and after which unit's backward.
+"""DeepSpeed ZeRO's gradient reduce bucket in the step's timing: which gradient tensors'
+data-parallel reductions go out together, as one collective, and after which unit's backward.
 
 DeepSpeed does not reduce a layer's gradients as they arrive. Each parameter's gradient hook
 adds its gradient to the bucket, and reduces the bucket first when it would overflow:
@@ -20,26 +20,48 @@ adds its gradient to the bucket, and reduces the bucket first when it would over
 `reduce_bucket_size` is `training.offload.reduce_bucket_size`, DeepSpeed's 5e8 elements where
 left out (config/deepspeed.py `reduce_bucket`).
 
-The model, at tiersim's grain (a unit: a layer, a DeepSpeed submodule, the stage's rest): each
-unit's gradients arrive as one tensor of `unit.params` elements (this GPU's, after tensor
-division) when its backward ends, in the backward's order (each model chunk's units last to
-first). A unit whose elements would overflow the bucket flushes it as its first gradient
-arrives, which at this grain is when the unit before it ends its backward: the bucket's
-reduction is issued after that unit's backward. The last unit with gradients to reduce in
-each chunk's backward flushes the rest (the epilogue, exposed at the backward's end). A unit
-larger than the bucket is reduced alone (DeepSpeed reduces a gradient larger than the bucket
-alone too: `extra_large_param_to_reduce`). What this grain does not see: a bucket boundary
-inside a unit (DeepSpeed splits a layer between buckets by its tensors; here the whole unit
-goes into one bucket, so a bucket holds whole units only and may be smaller than DeepSpeed's),
-ZeRO-3's extra flush where the next gradient's process group differs (routed experts'), and
-the order ZeRO-1 without overlap_comm walks its parameters at the boundary (its group order;
-every reduction then runs on the compute stream, so the step's sum is the same).
+- Stage 0 (no ZeRO; microsoft/DeepSpeed deepspeed/runtime/engine.py @ 00409037): nothing is
+  reduced during the backward. `backward()` runs `loss.backward()`, then
+  `self.allreduce_gradients()` with its default `bucket_size=MEMORY_OPT_ALLREDUCE_SIZE`
+  (500000000; the config's `allreduce_bucket_size` is not passed there), which at the
+  accumulation boundary runs `buffered_allreduce_fallback`: the gradients in
+  `self.module.named_parameters()` order, split by dtype, through `allreduce_no_retain`:
+  `small_bucket.append(tensor); numel = numel + tensor.numel(); if numel >
+  numel_per_bucket: self.allreduce_and_copy(small_bucket)` (the tensor that overflows goes
+  in first), the rest at the end; `allreduce_and_copy` flattens the bucket, `dist.all_reduce`s
+  it and copies it back, on the compute stream: the GPU waits for each bucket in turn.
 
-With a bucket at most one unit, every unit is reduced right after its own backward, as
-tiersim's generic engine does; with a bucket larger than the stage's gradients, once, after
-the backward. Each bucket's collective carries the sum of its units' bytes (the bytes each
-link carries are those of the units' own reductions), its latency that of one collective of
-the bucket's buffer (`bucket_comm`).
+The model, tensor by tensor: each unit's gradient tensors (this GPU's elements, after tensor
+division: workload/unit_tensors.py, the model's matrices, biases and norm vectors) arrive in
+the backward's order (each model chunk's units last to first, a unit's tensors in the reverse
+of their listing) and fill the bucket by DeepSpeed's rule, so a bucket boundary may fall
+inside a unit and a bucket may carry part of one (`Flush.pieces`: the elements [first, end)
+of a unit's). The engine's ops are per unit, so a bucket's reduction is issued after the
+backward of the unit that put the bucket's last gradient in: where a later tensor of that
+same unit overflows it, at that unit's end (DeepSpeed issues it mid-backward, when that
+tensor's gradient arrives: the time inside a unit's backward is not resolved here); where
+the next unit's first tensor overflows it, at the previous unit's end (DeepSpeed: once the
+next unit's first gradient is computed). The chunk's last unit with gradients to reduce
+flushes the rest (the epilogue, exposed at the backward's end). A tensor larger than the
+bucket is reduced alone (DeepSpeed's `extra_large_param_to_reduce`), from its own storage
+(`Flush.held`; engine/bucket_flush.py). What this does not see: ZeRO-3's extra flush where
+the next gradient's process group differs (routed experts'), and the order ZeRO-1 without
+overlap_comm walks its parameters at the boundary (its group order; every reduction then
+runs on the compute stream, so the step's sum is the same).
+
+Stage 0 (dsbucket2): its buckets by `allreduce_flushes` over every unit's tensors in the
+listing's order (units first to last), each an all-reduce (`data_comms`' for stage 0), all
+issued after the chunk's last backward of the accumulation boundary and run on the GPU's
+stream one after another (engine/bucket_flush.py). Not modelled there: the split by dtype
+(one gradient dtype here), the routed experts' own group, the flatten and copy-back kernels
+and the flattened bucket's transient memory.
+
+With a bucket no larger than a unit's smallest tensor, every tensor is reduced alone; with
+a bucket larger than the stage's gradients, once, after the backward; where every bucket
+holds whole units, the units' reductions grouped as at unit grain (dsbucket). Each bucket's
+collective carries its pieces' bytes (a piece its share of its unit's collective by
+elements; the pieces of a unit add up to it), its latency that of one collective of the
+bucket's buffer (`bucket_comm`).
 """
 
 from __future__ import annotations
@@ -52,6 +74,7 @@ from tiersim.core.frozen import replaced
 from tiersim.core.records import record
 from tiersim.workload.comms import Comm
 from tiersim.workload.data_parallel import data_comms
+from tiersim.workload.unit_tensors import unit_tensors
 
 if TYPE_CHECKING:
     from tiersim.state.resolved import Resolved
@@ -60,11 +83,23 @@ if TYPE_CHECKING:
 
 @record
 class Flush:
-    """One bucket's reduction: issued after unit `units[-1]`'s backward, carrying `units`'
-    gradients (backward's order) as one collective."""
+    """One bucket's reduction, issued after the backward of the unit that put the bucket's
+    last gradient in (its plan's key): `pieces`, (unit, first, end) in the bucket's order,
+    the elements [first, end) of the unit's gradients in its backward's order, carried as
+    one collective. `held`: bytes of the one tensor larger than the bucket it reduces from
+    that tensor's own storage (0: every gradient in it copied into the bucket)."""
 
-    units: tuple[int, ...]
+    pieces: tuple[tuple[int, int, int], ...]
     comm: Comm
+    held: int = 0
+
+    @property
+    def units(self) -> tuple[int, ...]:
+        """The units with gradients in the bucket, in its order."""
+        return tuple(dict.fromkeys(p[0] for p in self.pieces))
+
+
+STAGE0 = 500_000_000  # engine.py MEMORY_OPT_ALLREDUCE_SIZE: stage 0's bucket, not configurable
 
 
 def flushes(sizes: Sequence[int], bucket: int) -> list[list[int]]:
@@ -85,49 +120,118 @@ def flushes(sizes: Sequence[int], bucket: int) -> list[list[int]]:
     return out
 
 
+def allreduce_flushes(sizes: Sequence[int], bucket: int) -> list[list[int]]:
+    """DeepSpeed stage 0's rule (`STAGE0` above): each gradient appended, then the bucket
+    all-reduced once it holds more than `bucket` elements; the rest at the end."""
+    out: list[list[int]] = []
+    pending: list[int] = []
+    filled = 0
+    for i, size in enumerate(sizes):
+        pending.append(i)
+        filled += size
+        if filled > bucket or i == len(sizes) - 1:
+            out.append(pending)
+            pending, filled = [], 0
+    return out
+
+
+def tensor_flushes(
+    tensors: Sequence[Sequence[int]], bucket: int, rule=flushes
+) -> list[tuple[tuple[int, int, int], ...]]:
+    """`rule` over units' gradient tensors (each unit's in the order they go in, the units
+    in that order too): each bucket as (unit position, first, end) pieces, a unit's
+    consecutive tensors in a bucket one piece of its elements [first, end)."""
+    sizes, owner, start, at = [], [], [], {}
+    for k, unit in enumerate(tensors):
+        offset = 0
+        for size in unit:
+            sizes.append(size)
+            owner.append(k)
+            start.append(offset)
+            offset += size
+    out = []
+    for group in rule(sizes, bucket):
+        at.clear()
+        for i in group:  # a unit's tensors in a bucket are consecutive: one piece each
+            k = owner[i]
+            first = at.get(k, (start[i], 0))[0]
+            at[k] = (first, start[i] + sizes[i])
+        out.append(tuple((k, first, end) for k, (first, end) in at.items()))
+    return out
+
+
 def applies(r: Resolved) -> bool:
-    """DeepSpeed with a ZeRO stage: its gradient reductions go by bucket."""
-    ex = r.execution
-    return ex.offload.framework == "deepspeed" and ex.parallel.zero_stage >= 1
+    """DeepSpeed (with ZeRO, or stage 0's all-reduce): its gradient reductions go by bucket."""
+    return r.execution.offload.framework == "deepspeed"
 
 
 def gradient_buckets(
-    r: Resolved, units: Sequence[Unit], chunks: Sequence[Sequence[int]]
-) -> tuple[Flush | None, ...]:
-    """Each unit's bucket reduction issued after its backward (None: none there, its
+    r: Resolved, units: Sequence[Unit], chunks: Sequence[Sequence[int]], stage: int, model=None
+) -> tuple[tuple[Flush, ...], ...]:
+    """The bucket reductions issued after each unit's backward, in order (none: its
     gradients carried by a later unit's, or none to reduce); () where reductions are the
-    generic engine's, one a unit (not DeepSpeed with ZeRO, or nothing to reduce)."""
+    generic engine's, one a unit (not DeepSpeed, or nothing to reduce)."""
     if not applies(r) or all(u.dp_gradients is None for u in units):
         return ()
-    bucket = reduce_bucket(r.execution.offload.reduce_bucket_size)
-    plan: list[Flush | None] = [None] * len(units)
+    stage0 = r.execution.parallel.zero_stage == 0
+    bucket = STAGE0 if stage0 else reduce_bucket(r.execution.offload.reduce_bucket_size)
+    tensors = unit_tensors(r, units, stage, model)
+    plan: list[list[Flush]] = [[] for _ in units]
     for chunk in chunks:
         order = [u for u in reversed(chunk) if units[u].dp_gradients is not None]
-        for group in flushes([units[u].params for u in order], bucket):
-            members = tuple(order[i] for i in group)
-            plan[members[-1]] = Flush(members, bucket_comm(r, [units[u] for u in members]))
-    return tuple(plan)
+        if stage0:  # after the backward, in named_parameters' order (the listing's)
+            order.reverse()
+            groups = tensor_flushes([tensors[u][::-1] for u in order], bucket, allreduce_flushes)
+        else:
+            groups = tensor_flushes([tensors[u] for u in order], bucket)
+        for group in groups:
+            pieces = tuple((order[k], first, end) for k, first, end in group)
+            u, first, end = pieces[-1]
+            big = len(pieces) == 1 and end - first > bucket and not stage0  # extra-large
+            held = share(units[u].gradients_full, first, end, units[u].params) if big else 0
+            after = order[0] if stage0 and order else u  # stage 0's: the chunk's last backward
+            plan[after].append(Flush(pieces, bucket_comm(r, units, pieces), held))
+    return tuple(tuple(f) for f in plan)
 
 
-def bucket_comm(r: Resolved, members: Sequence[Unit]) -> Comm:
-    """One collective of the bucket's units' gradients: their bytes summed; its latency (the
-    ring's hops and NCCL's loss at the buffer's size, workload/comms.py) that of one
-    collective of the bucket's buffer, worked out as `data_comms` works out a unit's, on a
-    unit holding the members' gradients together. A bucket of one unit is that unit's own
-    reduction. Where that unit's collective would not carry the members' bytes (a unit's
-    parts whose routed-expert or Muon shares do not add up so), the members' latencies are
-    summed: the bucket as its members' collectives back to back."""
+def share(value: int, first: int, end: int, total: int) -> int:
+    """The part of a unit's integer `value` (bytes) its elements [first, end) of `total`
+    hold: cumulative floors, so a unit's parts add up to the whole exactly."""
+    return value * end // total - value * first // total
+
+
+def _piece_bytes(c: Comm, first: int, end: int, total: int) -> float:
+    """The bytes of a unit's collective its elements [first, end) carry (the whole unit's
+    exactly where they are all of it)."""
+    if first == 0 and end == total:
+        return c.nbytes
+    return c.nbytes * (end - first) / total
+
+
+def bucket_comm(r: Resolved, units: Sequence[Unit], pieces: Sequence[tuple]) -> Comm:
+    """One collective of the bucket's gradients: its pieces' bytes summed (a piece's share of
+    its unit's collective by elements); its latency (the ring's hops and NCCL's loss at the
+    buffer's size, workload/comms.py) that of one collective of the bucket's buffer, worked
+    out as `data_comms` works out a unit's, on a unit holding the pieces' gradients
+    together. A bucket of one whole unit is that unit's own reduction. Where that collective
+    would not carry the pieces' bytes (a unit's parts whose routed-expert or Muon shares do
+    not add up so), the members' latencies are summed: the bucket as their collectives back
+    to back."""
+    members = [units[u] for u, _, _ in pieces]
     first = members[0]
-    if len(members) == 1:
+    if len(pieces) == 1 and pieces[0][1] == 0 and pieces[0][2] == first.params:
         return first.dp_gradients
     comms = [u.dp_gradients for u in members]
-    nbytes = sum(c.nbytes for c in comms)
+    nbytes = sum(_piece_bytes(units[u].dp_gradients, a, b, units[u].params) for u, a, b in pieces)
+    parts = [(units[u], a, b) for u, a, b in pieces]
     together = replaced(
         first,
-        params=sum(u.params for u in members),
-        gradients_full=sum(u.gradients_full for u in members),
-        expert_gradients_full=sum(u.expert_gradients_full for u in members),
-        muon_values=sum(u.muon_values for u in members),
+        params=sum(b - a for _, a, b in pieces),
+        gradients_full=sum(share(u.gradients_full, a, b, u.params) for u, a, b in parts),
+        expert_gradients_full=sum(
+            share(u.expert_gradients_full, a, b, u.params) for u, a, b in parts
+        ),
+        muon_values=sum(share(u.muon_values, a, b, u.params) for u, a, b in parts),
     )
     whole = data_comms(r, together).get("dp_gradients")
     if whole is not None and abs(whole.nbytes - nbytes) <= 1e-9 * nbytes:

@@ -18,6 +18,12 @@ simulated stage's GPU (the rank of its stage with every other coordinate 0).
   with `parallel.overlap_expert_comm` only the part that outlasts the computation beside
   it. Every call moves `experts.channel_bytes` over each channel all the same: m x (2
   forward + 2 backward + 2 x the recomputed share) calls per MoE layer of the stage.
+- Tensor-parallel collectives hidden behind computation (group "tensor"): those beside the
+  weight-gradient GEMMs (`parallel.overlap_tensor_backward`) and, with
+  `overlap_tensor_forward`, those run inside their GEMMs, are priced as the SM share they
+  take (`comms.sm_share_s`), not as flows; their bytes cross the channel all the same, m x
+  (each layer's, `comms.tensor_comms`, and the output head's all-reduce on the last stage,
+  `comms.rest_tensor_comms`) a step.
 """
 
 from __future__ import annotations
@@ -26,7 +32,13 @@ from typing import TYPE_CHECKING
 
 from tiersim.config.mesh import Mesh
 from tiersim.state.stages import stage_layers
-from tiersim.workload.comms import comm, hidden_bytes, redone_share
+from tiersim.workload.comms import (
+    comm,
+    hidden_bytes,
+    redone_share,
+    rest_tensor_comms,
+    tensor_comms,
+)
 from tiersim.workload.experts import channel_bytes
 
 if TYPE_CHECKING:
@@ -83,4 +95,27 @@ def expert_bytes(r: Resolved, stage: int) -> Bytes:
     nvlink, network = channel_bytes(r, model)
     _add(out, "nvlink", "expert", calls * nvlink)
     _add(out, "network", "expert", calls * network)
+    return out
+
+
+def tensor_hidden_bytes(r: Resolved, stage: int) -> Bytes:
+    """Bytes per step of the stage's tensor-parallel collectives hidden behind computation
+    (`overlap_tensor_backward`): every layer's and the head's, each micro-batch (module
+    docstring). A layer's routed experts placed apart run no tensor collectives of their own
+    (work.py `_with_layer_comms`), so one pair a layer."""
+    par, model = r.execution.parallel, r.model
+    out: Bytes = {}
+    if par.tensor == 1 or not model.hidden:
+        return out
+    runs = stage_layers(r.units, stage, par.pipeline, par.stage_layers)
+    layers, m = sum(u.count for u in runs), r.execution.training.grad_accumulation
+    fwd, bwd, hidden = tensor_comms(r, model.hidden)
+    # work.py `_with_layer_comms`: with overlap_tensor_forward (Transformer Engine's
+    # userbuffers) the forward's run inside their GEMMs, and with both overlaps the backward's
+    per_layer = [hidden, *((fwd, bwd) if par.overlap_tensor_backward else (fwd,))]
+    hidden_ones = per_layer if par.overlap_tensor_forward else [hidden]
+    head = rest_tensor_comms(r, model.hidden, stage)[2]
+    for c, count in (*((c, layers) for c in hidden_ones), (head, 1)):
+        if c is not None:
+            _add(out, c.resource.channel, "tensor", m * count * c.nbytes)
     return out

@@ -36,6 +36,7 @@ from tiersim.config.schema import PRECISION_BYTES, Hardware
 from tiersim.state.buffers import largest_tensor_elements, offload_gradient_buffer_bytes
 from tiersim.state.inventory import Inventory, master_bytes, sharded_classes, stage_matrices
 from tiersim.state.resolved import Resolved
+from tiersim.state.zeropp import secondary_tensors
 
 FP32 = 4
 
@@ -106,12 +107,24 @@ def rounding_bytes(res: Resolved, plan: OffloadPlan, inv: Inventory) -> int:
     for cls in ("weights", "gradients", "master"):
         if getattr(res.execution.placement, cls) != host or not per_gpu[cls]:
             continue
+        whole, apart = per_gpu[cls], _hpz_secondary(res, inv) if cls == "weights" else []
+        whole -= sum(n * count for n, count, _ in apart)
+        extra += sum((pinned_size(n) - n) * count for n, count, _ in apart)
         if plan.pinned_per_tensor:
             sizes = _class_tensor_bytes(res, inv, cls)
             extra += sum(pinned_size(n) - n for n in sizes)
         else:
-            extra += pinned_size(per_gpu[cls]) - per_gpu[cls]
+            extra += pinned_size(whole) - whole
     return extra
+
+
+def _hpz_secondary(res: Resolved, inv: Inventory) -> list[tuple[int, int, int]]:
+    """DeepSpeed ZeRO++ hpZ's secondary partition under offload_param, pinned tensor by tensor
+    (partition_parameters.py `_partition_param_sec`: `secondary_partitioned_tensor.pin_memory()`
+    where `pin_memory`): its tensors (state/zeropp.py `secondary_tensors`)."""
+    par = res.execution.parallel
+    mats = stage_matrices(res.model, res.units, inv.stage, par.pipeline, par.tensor)
+    return secondary_tensors(res, mats)
 
 
 def host_gradient_buffer_bytes(res: Resolved, plan: OffloadPlan, inv: Inventory) -> int:

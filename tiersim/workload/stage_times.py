@@ -16,7 +16,7 @@ from tiersim.state.activations import MEGATRON
 from tiersim.state.layer_sac import checkpointed_share
 from tiersim.state.model import LayerView, Transformer
 from tiersim.workload import kernels, pipeline
-from tiersim.workload.comms import Comm, rest_tensor_comms, sm_share_s
+from tiersim.workload.comms import Comm, hidden_s, rest_tensor_comms
 from tiersim.workload.experts import alone_unit, combined_1f1b, routed_flops_share
 from tiersim.workload.kernels import Kernels
 from tiersim.workload.moe_kernels import busiest_rank_slowdown, moe_bytes, moe_shape
@@ -219,7 +219,7 @@ def _rest_times(r: Resolved, model, hidden: int | None, stage: int, cap: dict) -
     )
     bwd += again  # the MTP modules' recompute, before their backward (0 elsewhere)
     tp_f, tp_b, hidden_c = rest_tensor_comms(r, hidden, stage)
-    bwd += sm_share_s(r, hidden_c, cap)
+    bwd += hidden_s(r, [hidden_c], bwd, cap)
     return fwd + _alone_s(tp_f, cap), bwd + _alone_s(tp_b, cap)
 
 

@@ -56,5 +56,8 @@ class Unit:
     cp_forward_hidden: Comm | None = None  # ... and what flows beside the attention blocks
     cp_backward_hidden: Comm | None = None
     expert_homed: Mapping[str, int] | None = None  # the routed experts' part of `homed`
-    # (rows, cols, count) of its tensors where DeepSpeed ZeRO++ qgZ reduces their gradients
-    grad_shapes: tuple[tuple[int, int, int], ...] = ()
+    # (first dim, second or 0 if 1-D, values, count) of its tensors where DeepSpeed ZeRO++ qgZ
+    # reduces their gradients (workload/zeropp.py qgz_shapes)
+    grad_shapes: tuple[tuple[int, int, int, int], ...] = ()
+    hpz_secondary: int = 0  # bytes of ZeRO++ hpZ's secondary partition of it (state/zeropp.py)
+    hpz_persistent: int = 0  # ... of which in persistent parameters

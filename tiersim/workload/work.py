@@ -33,7 +33,9 @@ from tiersim.state.inventory import (
 )
 from tiersim.state.placement import expert_homes, experts_placed_apart
 from tiersim.state.resolved import Resolved
+from tiersim.state.sharding import held_gradient_precision
 from tiersim.state.zero1_offload import host_partition, host_share
+from tiersim.state.zeropp import secondary_fields
 from tiersim.workload.amax import per_layer_s as amax_per_layer_s
 from tiersim.workload.amax import with_amax_reduction
 from tiersim.workload.breakdown import StepBreakdown, step_breakdown
@@ -41,9 +43,9 @@ from tiersim.workload.comms import (
     Comm,
     capacities,
     embedding_sync,
+    hidden_s,
     joined,
     rest_tensor_comms,
-    sm_share_s,
     tensor_comms,
 )
 from tiersim.workload.context import context_comms
@@ -81,7 +83,7 @@ class Workload:
     parts_per_layer: int = 1  # fetch units per layer (DeepSpeed: its submodules)
     bucket_reduces: tuple[int, ...] = ()  # ZeRO-1/2 bucket reduces per unit and micro-batch
     # (workload/reduce_buckets.py; empty: offload.reduce_bucket_size not given)
-    gradient_buckets: tuple = ()  # each unit's DeepSpeed bucket reduction issued after its
+    gradient_buckets: tuple = ()  # the DeepSpeed bucket reductions issued after each unit's
     # backward (workload/gradient_buckets.py; empty: one reduction a unit)
 
 
@@ -158,7 +160,7 @@ def _unit(
     g_full = raw_parameter_bytes(tr, mats)["gradients"]
     if tr.framework == "fsdp":  # autograd's, reduce-scattered: param_dtype
         g_full, expert_g = params * compute_bytes, expert_params * compute_bytes
-    g_update = math.ceil(updated * PRECISION_BYTES[prec.gradients])
+    g_update = math.ceil(updated * PRECISION_BYTES[held_gradient_precision(tr)])
     w_updated = math.ceil(updated * PRECISION_BYTES[prec.weights])
     weights_read = 0 if master_bytes(prec) else w_updated  # no master: update weights in place
     touched = g_update + 2 * (homed["master"] + homed["optimizer"]) + w_updated + weights_read
@@ -183,6 +185,7 @@ def _unit(
         expert_gradients_full=expert_g,
         expert_homed=expert_homed if expert_params else None,
         grad_shapes=qgz_shapes(r, mats),  # ZeRO++ qgZ's (none without it)
+        **secondary_fields(r, mats),  # ZeRO++ hpZ's secondary partition (none without it)
         **(comms or {}),
     )
 
@@ -253,7 +256,7 @@ def _stage_units(r: Resolved, model, stage: int, cap: dict) -> tuple[list[Unit],
         **data_comms(r, rest),
         tp_forward=rest_f,
         tp_backward=rest_b,
-        backward_s=rest.backward_s + sm_share_s(r, rest_hidden, cap),
+        backward_s=rest.backward_s + hidden_s(r, [rest_hidden], rest.backward_s, cap),
         embedding_sync=embedding_sync(r, model, stage),
     )
     return [*units, with_fsdp_overheads(r, rest)], groups[0]
@@ -275,11 +278,10 @@ def _with_layer_comms(r: Resolved, u: Unit, tp: tuple, cap: dict) -> Unit:
     if r.execution.parallel.overlap_tensor_forward:
         # TE's userbuffers (--tp-comm-overlap): the forward's collectives run split inside
         # their GEMMs, with overlap_tensor_backward the backward's too: each costs its SM share
-        forward_s = u.forward_s + sm_share_s(r, tp_fwd, cap)
+        forward_s = u.forward_s + hidden_s(r, [tp_fwd], u.forward_s, cap)
         both = r.execution.parallel.overlap_tensor_backward
-        backward_s = u.backward_s + sm_share_s(r, tp_hidden, cap)
-        if both:
-            backward_s += sm_share_s(r, tp_bwd, cap)
+        hidden = [tp_hidden, tp_bwd if both else None]
+        backward_s = u.backward_s + hidden_s(r, hidden, u.backward_s, cap)
         return replaced(
             u,
             **data_comms(r, u),
@@ -295,7 +297,7 @@ def _with_layer_comms(r: Resolved, u: Unit, tp: tuple, cap: dict) -> Unit:
         **context,
         tp_forward=_plus("tp forward", tp_fwd, qkv_fwd),
         tp_backward=_plus("tp backward", tp_bwd, qkv_bwd),
-        backward_s=u.backward_s + sm_share_s(r, tp_hidden, cap),
+        backward_s=u.backward_s + hidden_s(r, [tp_hidden], u.backward_s, cap),
     )
 
 
@@ -360,7 +362,7 @@ def build_workload(
         tiling=tiling,
         parts_per_layer=per_layer,
         bucket_reduces=bucket_reduces(r, model, inv.stage, len(units)),
-        gradient_buckets=gradient_buckets(r, units, by_chunk),
+        gradient_buckets=gradient_buckets(r, units, by_chunk, inv.stage, model),
     )
 
 

@@ -17,16 +17,18 @@ the gather fetches; a piece of the h-way one the secondary partition, d·P / h v
 quantize and dequantize kernels are not priced.
 
 Gradients (qgZ). stage3.py `__avg_scatter_grads` (007cca6a) runs comm/coalesced_collectives.py
-`all_to_all_quant_reduce` (17b3b557) across two or more nodes: each 2-D gradient of n values
-whose n divides by 2·W (W ranks, L a node) is quantized to int4 in G = max(rows, cols, W)
-groups (n/2 bytes and 4·G of fp32 scales), all-to-all'd within the node (L ranks), reduced and
-requantized to n/L values in G // L groups (`quantized_reduction`), and all-to-all'd across
-the nodes (the L-th ranks of each node, W / L of them); a 1-D tensor or one whose n does not
-divide by 2·W falls back to `reduce_scatter_coalesced` over all W at the gradients' precision.
-An all-to-all of a buffer over k ranks sends (k-1)/k of it, as a ring all-gather of it does,
-and is priced so. The gradient reduction is one flow on the network (the inter-node
-all-to-alls and the fallback), the intra-node all-to-alls' time alone part of its latency;
-their NVLink bytes are added to the step's links (workload/link_bytes.py `zeropp_bytes`).
+`all_to_all_quant_reduce` (17b3b557) across two or more nodes: each gradient of n values not
+1-D whose n divides by 2·W (W ranks, L a node) is quantized to int4 in G = max(shape[0],
+shape[1], W) groups (a 2-D tensor's rows and columns, a fused experts' 3-D [E, rows, cols]
+its E and rows): n/2 bytes and 4·G of fp32 scales, all-to-all'd within the node (L ranks),
+reduced and requantized to n/L values in G // L groups (`quantized_reduction`), and
+all-to-all'd across the nodes (the L-th ranks of each node, W / L of them); a 1-D tensor or
+one whose n does not divide by 2·W falls back to `reduce_scatter_coalesced` over all W at the
+gradients' precision. An all-to-all of a buffer over k ranks sends (k-1)/k of it, as a ring
+all-gather of it does, and is priced so. The gradient reduction is one flow on the network
+(the inter-node all-to-alls and the fallback), the intra-node all-to-alls' time alone part of
+its latency; their NVLink bytes are added to the step's links (workload/link_bytes.py
+`zeropp_bytes`).
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ from tiersim.config.zeropp import hpz_ranks, qgz_nodes, quantized_weights
 from tiersim.hardware.collectives import BUS_FACTOR, GroupLink, Op, group_link
 from tiersim.hardware.resources import NetChannel, Network
 from tiersim.state.stages import stage_matrices
+from tiersim.state.zeropp import held_tensors
 from tiersim.workload.comms import Comm, alone_s, call_latency_s, comm
 
 if TYPE_CHECKING:
@@ -104,14 +107,15 @@ def zeropp_weights(r: Resolved) -> bool:
 
 def _qgz_parts(shapes, w: int, g: int, per_value: float):
     """([(count, intra-node buffer, inter-node buffer)] of the quantized tensors, the
-    fallback reduce-scatter's buffer) for these (rows, cols, count) gradients."""
+    fallback reduce-scatter's buffer) for these (first dim, second dim or 0 if 1-D, values,
+    count) gradients: `intra_quant_group = max(tensor.shape[0], tensor.shape[1], W)`, of a
+    fused experts' 3-D tensor [E, rows, cols] its E and rows."""
     quantized, fallback = [], 0.0
-    for rows, cols, count in shapes:
-        n = rows * cols
-        if cols == 1 or n % (2 * w):
+    for first, second, n, count in shapes:
+        if not second or n % (2 * w):
             fallback += count * n * per_value
             continue
-        groups = max(rows, cols, w)
+        groups = max(first, second, w)
         quantized.append(
             (count, n // 2 + SCALE_BYTES * groups, n // (2 * g) + SCALE_BYTES * (groups // g))
         )
@@ -120,7 +124,7 @@ def _qgz_parts(shapes, w: int, g: int, per_value: float):
 
 def qgz_sent(r: Resolved, shapes, per_value: float) -> tuple[float, float, float]:
     """(NVLink bytes, network bytes of the all-to-alls, fallback reduce-scatter buffer) one
-    GPU's qgZ reduction of these (rows, cols, count) gradients moves (module docstring)."""
+    GPU's qgZ reduction of these gradients (`_qgz_parts`' shapes) moves (module docstring)."""
     w, g = Mesh.of(r.execution.parallel).world, r.machine.network.gpus_per_node
     k = w // g
     quantized, fallback = _qgz_parts(shapes, w, g, per_value)
@@ -152,13 +156,14 @@ def qgz_reduce(r: Resolved, unit: Unit) -> Comm | None:
     return Comm("dp gradients", nbytes, latency, Network(NetChannel(across.kind)), "data")
 
 
-def qgz_shapes(r: Resolved, mats) -> tuple[tuple[int, int, int], ...]:
-    """The (rows, cols, count) of the tensors whose gradients qgZ reduces; () where it does
-    not run."""
+def qgz_shapes(r: Resolved, mats) -> tuple[tuple[int, int, int, int], ...]:
+    """(first dim, second dim or 0 for 1-D, values, count) of the tensors whose gradients qgZ
+    reduces, as the implementation holds them (transformers 5's fused experts 3-D:
+    state/zeropp.py held_tensors); () where it does not run."""
     tr, par = r.execution.training, r.execution.parallel
     if not qgz_nodes(tr, par, r.machine.network.gpus_per_node):
         return ()
-    return tuple((m.rows, m.cols, m.count) for m in mats)
+    return tuple((a, b, n, count) for a, b, n, count, _ in held_tensors(tr, mats))
 
 
 def zeropp_bytes(r: Resolved) -> dict[str, dict[str, int]]:
@@ -169,6 +174,6 @@ def zeropp_bytes(r: Resolved) -> dict[str, dict[str, int]]:
     if not qgz_nodes(tr, par, r.machine.network.gpus_per_node) or not tr.deepspeed.reduce_scatter:
         return {}
     mats = stage_matrices(r.model, r.units, 0, 1, 1)
-    nvlink, _, _ = qgz_sent(r, [(m.rows, m.cols, m.count) for m in mats], 0.0)
+    nvlink, _, _ = qgz_sent(r, qgz_shapes(r, mats), 0.0)
     total = round(nvlink * tr.grad_accumulation)
     return {"nvlink": {"data": total}} if total else {}

@@ -64,6 +64,9 @@ def positive_int(text: str) -> int:
         raise argparse.ArgumentTypeError(f"expected a whole number (got {text!r})") from None
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be >= 1 (got {value})")
+    if value > 2**40:  # config/fields.py COUNT_BOUND, not imported: it brings pydantic
+        why = f"must be at most 1,099,511,627,776 (2^40, the bound on every count; got {value})"
+        raise argparse.ArgumentTypeError(why)
     return value
 
 

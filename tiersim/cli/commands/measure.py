@@ -44,12 +44,13 @@ in the preset (the factor is per layer); one shrunk in any other dimension is wr
 measured, and the file says it is not the named model.
 --scenario FILE (a scenario, or one `tiersim import` wrote; --set applies to it as in `run`)
 takes its model, seq_len, micro-batch, optimizer, compute precision (as --dtype), implementation
-(megatron: tiersim's own modules; huggingface and torchtitan: transformers'), attention kernel,
-ZeRO-3 over data ranks (as --fsdp N, up to 16) and recompute (run with transformers' model, on
-one process or under FSDP2); an option typed beside it wins. What a CPU run cannot honour
-(tensor, pipeline, context and expert splits, FP8, state offloaded from the GPU, GPU-only
-kernels, a precision mix, an optimizer PyTorch lacks) is said on standard error, a note naming
-the key and what is measured instead ([W-MEASURE-INSTEAD]); a generic model (model.parameters)
+(megatron: tiersim's own modules; huggingface and torchtitan: transformers'), attention kernel
+(left out: the one `run` counts, megatron's eager), ZeRO-3 over data ranks (as --fsdp N, up to
+16) and recompute (run with transformers' model, on one process or under FSDP2); an option typed
+beside it wins. What a CPU run cannot honour (tensor, pipeline, context and expert splits, FP8,
+state offloaded from the GPU, GPU-only kernels, a precision mix, an optimizer PyTorch lacks) is
+said on standard error, a note naming the key and what is measured instead
+([W-MEASURE-INSTEAD]); a generic model (model.parameters)
 is refused.
 """
 

@@ -53,8 +53,9 @@ def request(args: argparse.Namespace) -> Request:
             [
                 Problem(
                     "--set",
-                    f"{o!r}: only model dimensions can be overridden here "
-                    "(model.KEY=VALUE); use the other options for the training shape",
+                    f"{o!r}: only model dimensions can be overridden here (expected "
+                    "model.KEY=VALUE; the training shape is --seq-len, --micro-batch-size, "
+                    "--optimizer, --dtype, ...; with --scenario FILE, --set takes any key)",
                     "E-SET",
                 )
                 for o in bad
