@@ -4,7 +4,13 @@ worked by hand in each. None simulates a step or imports PyTorch."""
 
 from __future__ import annotations
 
+import json
 import re
+from pathlib import Path
+
+import pytest
+
+from tiersim.cli import main
 
 GB = 10**9
 
@@ -52,3 +58,50 @@ def test_zero1_cpu_inventory_total_counts_the_whole_gradients_on_the_gpu(write, 
     rows = {re.split(r"\s{2,}", x)[0]: re.split(r"\s{2,}", x)[1:] for x in out.splitlines()[3:11]}
     assert rows["gradients (GPU)"] == ["2.00 GB", "no", "hbm"]  # no whole-model figure
     assert rows["total"] == ["16.40 GB", "7.90 GB"]  # 2 + 2 + 4 + 8 + 0.4 GB whole
+
+
+# DeepSpeed ZeRO-1 with the CPU optimizer, bf16, AdamW: the review's ds1.json
+DS1 = {
+    "train_micro_batch_size_per_gpu": 2,
+    "gradient_accumulation_steps": 4,
+    "bf16": {"enabled": True},
+    "zero_optimization": {"stage": 1, "offload_optimizer": {"device": "cpu"}},
+}
+HF = Path(__file__).resolve().parent / "fixtures" / "llama-2-7b.config.json"
+NO_AUTO = '(no "auto" values): training.implementation: megatron, the scenario\'s default'
+
+
+@pytest.mark.parametrize(
+    ("extra", "noted"),
+    [((), True), (("--set", "training.implementation=huggingface"), False)],
+)
+def test_a_deepspeed_import_without_auto_says_it_took_megatrons_accounting(
+    tmp_path, capsys, extra, noted
+):
+    """`import ds1.json --hf-config llama-2-7b.config.json` wrote no training.implementation:
+    megatron's accounting (Megatron's layers, eager attention: 17.18 GB of softmax scores at
+    s 2,048, b 2) for a transformers model, and no note said so (with "auto" values the HF
+    Trainer runs it, and a note says huggingface: docs/import.md). Noted where no --set gives
+    the key, with the --set that does."""
+    path = tmp_path / "ds1.json"
+    path.write_text(json.dumps(DS1))
+    args = ["import", str(path), "--hf-config", str(HF), "--gpus", "8", *extra]
+    assert main([*args, "--out", str(tmp_path / "s.yaml")]) == 0
+    notes = [x for x in capsys.readouterr().err.splitlines() if NO_AUTO in x]
+    assert len(notes) == noted
+    if noted:
+        assert notes[0].startswith(f"note: {path}: ")
+        assert "--hf-config gives the model's shapes, not the code that runs it" in notes[0]
+        assert "(expected --set training.implementation=huggingface" in notes[0]
+        assert notes[0].endswith("[W-IMPORT-ASSUMED]")
+
+
+def test_a_deepspeed_import_with_auto_keeps_its_huggingface_note_alone(tmp_path, capsys):
+    """With an "auto" value the Trainer runs the model: huggingface, its own note; no
+    megatron note beside it."""
+    path = tmp_path / "ds1.json"
+    path.write_text(json.dumps({**DS1, "gradient_accumulation_steps": "auto"}))
+    args = ["import", str(path), "--hf-config", str(HF), "--gpus", "8"]
+    assert main([*args, "--out", str(tmp_path / "s.yaml")]) == 0
+    err = capsys.readouterr().err
+    assert NO_AUTO not in err and "training.implementation: huggingface" in err
