@@ -105,3 +105,26 @@ def test_a_deepspeed_import_with_auto_keeps_its_huggingface_note_alone(tmp_path,
     assert main([*args, "--out", str(tmp_path / "s.yaml")]) == 0
     err = capsys.readouterr().err
     assert NO_AUTO not in err and "training.implementation: huggingface" in err
+
+
+@pytest.mark.parametrize(
+    ("key", "keys"),
+    [
+        (  # hardware_schema.py Tier: kind and capacity required, the rest defaulted
+            "hardware.tiers.hbm",
+            "kind, capacity, required; bandwidth, read_bandwidth, write_bandwidth, latency, "
+            "endurance, wear_span, program_interference, price_per_gb",
+        ),
+        ("hardware.links.pcie", "between, bandwidth, required; latency"),
+    ],
+)
+def test_an_entry_of_a_named_mapping_given_a_scalar_names_the_keys_it_takes(write, cli, key, keys):
+    """`--set hardware.tiers.hbm=5` said pydantic's `input should be a valid dictionary (got
+    5)`; a section given a scalar (`--set hardware.gpu=5`) says `expected a mapping (keys:
+    ...)`, and a tier, a link is such a section, named by the user."""
+    path = write(Z1_CPU)
+    code, _, err = cli("validate", path, "--set", f"{key}=5")
+    assert code == 2
+    assert err == (
+        f"{path}: {key}: expected a mapping (keys: {keys}) (got 5) (from --set {key}=5) [E-TYPE]\n"
+    )
