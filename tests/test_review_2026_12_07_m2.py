@@ -128,3 +128,19 @@ def test_an_entry_of_a_named_mapping_given_a_scalar_names_the_keys_it_takes(writ
     assert err == (
         f"{path}: {key}: expected a mapping (keys: {keys}) (got 5) (from --set {key}=5) [E-TYPE]\n"
     )
+
+
+def test_an_import_set_problem_says_it_came_from_the_set(tmp_path, capsys):
+    """`import ds1.json --set training.seq_len=abc` said `imported scenario: training.seq_len:
+    input should be a valid integer (got 'abc')`, without the `(from --set ...)` that `run`,
+    `inventory` and `validate` print for a key a --set gave (config/load.py `_from`)."""
+    path = tmp_path / "ds1.json"
+    path.write_text(json.dumps(DS1))
+    args = ["import", str(path), "--hf-config", str(HF), "--gpus", "8"]
+    out = str(tmp_path / "s.yaml")
+    assert main([*args, "--out", out, "--set", "training.seq_len=abc"]) == 2
+    err = capsys.readouterr().err.splitlines()[-1]
+    assert err == (
+        "imported scenario: training.seq_len: input should be a valid integer (got 'abc') "
+        "(from --set training.seq_len=abc) [E-TYPE]"
+    )
