@@ -144,3 +144,23 @@ def test_an_import_set_problem_says_it_came_from_the_set(tmp_path, capsys):
         "imported scenario: training.seq_len: input should be a valid integer (got 'abc') "
         "(from --set training.seq_len=abc) [E-TYPE]"
     )
+
+
+def test_a_default_plan_where_nothing_fits_says_what_it_did_not_search(write, cli):
+    """`plan mg.yaml --set model.preset=llama-2-70b`: 144 of 144 over HBM and the nearest miss,
+    nothing on what would close it. GPT-2's 124,439,808 parameters hold at least 2 B each in
+    weights alone, 248.9 MB, over a 100 MB GPU in every candidate; megatron leaves offload out
+    of the default space, which keeps the scenario's parallel sizes: both said."""
+    raw = {
+        "name": "p",
+        "model": {"preset": "gpt2"},
+        "training": {"framework": "megatron", "seq_len": 256},
+        "hardware": {"preset": "dgx-h100", "tiers": {"hbm": {"capacity": "100 MB"}}},
+    }
+    code, out, err = cli("plan", write(raw), "--workers", 1)
+    assert code == 0, err
+    assert "No plan fits every tier" in out
+    line = next(x for x in out.splitlines() if x.startswith("  what to try: "))
+    assert line.startswith("  what to try: the resident state is over hbm in every valid")
+    assert "(a plan: section over parallel.data, parallel.tensor or parallel.pipeline" in line
+    assert line.endswith("offloading a class needs a framework that runs it (left out above)")
