@@ -48,6 +48,8 @@ def padded_model(s: Scenario) -> Model:
     """The scenario's model with the vocabulary its framework pads it to (config/vocab_padding.py):
     the embedding, the output layer, the logits and the loss all hold the padded rows."""
     model = build_model(s.model)
+    if getattr(model, "fused_qkv", False) and s.training.implementation == "huggingface":
+        model = replace(model, qkv_as_one=True)  # transformers' GPT-2: c_attn, one tensor
     vocab = scenario_vocab(s)
     if model.vocab is None or vocab is None or vocab == model.vocab:  # generic: no vocabulary
         return model
