@@ -7,7 +7,6 @@ ZeRO++ qgZ's collectives per GPT-2 layer, by hand.
 
 from __future__ import annotations
 
-import dataclasses
 from collections import Counter
 
 import pytest
@@ -16,9 +15,10 @@ torch = pytest.importorskip("torch", reason="needs PyTorch (the `measure` extra)
 transformers = pytest.importorskip("transformers", reason="needs transformers (`measure` extra)")
 
 from tiersim.config.hfconfig import dims_from_config  # noqa: E402
-from tiersim.config.schema import ModelSpec, Training  # noqa: E402
+from tiersim.config.schema import ModelSpec, Scenario, Training  # noqa: E402
 from tiersim.state.fsdp import gpt2_layer_shapes, model_shapes, padded_values  # noqa: E402
 from tiersim.state.model import Matrix, Transformer, build_model  # noqa: E402
+from tiersim.state.resolved import held_model  # noqa: E402
 from tiersim.state.zeropp import held_tensors  # noqa: E402
 from tiersim.workload.zeropp import qgz_calls  # noqa: E402
 
@@ -39,12 +39,26 @@ def _llama() -> torch.nn.Module:
     return transformers.LlamaForCausalLM(cfg)
 
 
+def _phi3() -> torch.nn.Module:
+    cfg = transformers.Phi3Config(
+        hidden_size=H, num_attention_heads=A, num_key_value_heads=KV, intermediate_size=F,
+        num_hidden_layers=L, vocab_size=V, max_position_embeddings=P, pad_token_id=0,
+        bos_token_id=1, eos_token_id=2,
+    )  # fmt: skip
+    return transformers.Phi3ForCausalLM(cfg)
+
+
+NETS = {"gpt2": _gpt2, "llama": _llama, "phi3": _phi3}
+
+
 def _tiersim(net: torch.nn.Module) -> Transformer:
     """tiersim's model of `net` as a scenario under implementation: huggingface resolves it
-    (state/resolved.py: GPT-2's q, k, v as one; test_resolve_lists_gpt2_qkv_as_one)."""
-    model = build_model(ModelSpec(**dims_from_config(net.config.to_dict())))
+    (state/resolved.py `held_model`; test_resolve_lists_gpt2_qkv_as_one)."""
+    spec = ModelSpec(**dims_from_config(net.config.to_dict()))
+    model = build_model(spec)
     assert isinstance(model, Transformer)
-    return dataclasses.replace(model, qkv_as_one=model.fused_qkv)
+    hf = Scenario.model_construct(model=spec, training=Training(implementation="huggingface"))
+    return held_model(hf, model)
 
 
 def _resolved(implementation: str):
@@ -84,9 +98,10 @@ def _params(net: torch.nn.Module) -> Counter:
     return Counter(tuple(p.shape) for _, p in net.named_parameters())
 
 
-@pytest.mark.parametrize("family", ["gpt2", "llama"])
+@pytest.mark.parametrize("family", ["gpt2", "llama", "phi3"])
 def test_held_tensors_are_the_models_parameters_one_for_one(family):
-    net = _gpt2() if family == "gpt2" else _llama()
+    # Phi-3 (modeling_phi3.py): qkv_proj [q + 2kv, h] and gate_up_proj [2f, h], one each
+    net = NETS[family]()
     model = _tiersim(net)
     listed = Counter(s for m in model.all_matrices() for s in _held(m, family == "gpt2"))
     assert listed == _params(net)
@@ -105,11 +120,11 @@ def test_gpt2_layer_is_twelve_tensors_with_one_c_attn():
     assert Counter(s for m in mats for s in _held(m, True)) == Counter(layer)
 
 
-@pytest.mark.parametrize("family", ["gpt2", "llama"])
+@pytest.mark.parametrize("family", ["gpt2", "llama", "phi3"])
 def test_fsdp2_shapes_are_the_models_parameters_in_order(family):
     # FSDP2 shards dim 0 (state/fsdp.py): Conv1D's is its input, nn.Linear's its output; the
     # root group's (embeddings, final norm, head) first, then the layers'; a tied head is one
-    net = _gpt2() if family == "gpt2" else _llama()
+    net = NETS[family]()
     real = Counter(
         (p.shape[0], p[0].numel() if p.dim() > 1 else 1) for _, p in net.named_parameters()
     )

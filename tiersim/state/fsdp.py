@@ -50,19 +50,19 @@ def gpt2_layer_shapes(m: Transformer) -> list[Shape]:
 
 def layer_shapes(m: Transformer) -> list[Shape]:
     """One decoder layer: norms, q/k/v/o projections, the MLP (gate, up, down)."""
-    if m.qkv_as_one:
+    if m.qkv_as_one and m.fused_qkv:
         return gpt2_layer_shapes(m)
     q, kv, h, f = m.heads * m.head_dim, m.kv_heads * m.head_dim, m.hidden, m.ffn_hidden
-    mlp = [*_linear(f, h, m.mlp_bias)] * (2 if m.gated_mlp else 1) + _linear(h, f, m.mlp_bias)
-    return [
-        *_norm(m),
-        *_linear(q, h, m.qkv_bias),
-        *_linear(kv, h, m.qkv_bias),
-        *_linear(kv, h, m.qkv_bias),
-        *_linear(h, q, m.attn_out_bias),
-        *_norm(m),
-        *mlp,
-    ]
+    if m.gate_up_as_one:  # Phi-3's gate_up_proj [2f, h]
+        up = _linear(2 * f, h, m.mlp_bias)
+    else:
+        up = [*_linear(f, h, m.mlp_bias)] * (2 if m.gated_mlp else 1)
+    if m.qkv_as_one:  # Phi-3's qkv_proj [q + 2kv, h]
+        qkv = _linear(q + 2 * kv, h, m.qkv_bias)
+    else:
+        qkv = _linear(q, h, m.qkv_bias) + _linear(kv, h, m.qkv_bias) * 2
+    attn = qkv + _linear(h, q, m.attn_out_bias)
+    return [*_norm(m), *attn, *_norm(m), *up, *_linear(h, f, m.mlp_bias)]
 
 
 def rest_shapes(m: Transformer) -> list[Shape]:

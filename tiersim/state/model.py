@@ -148,7 +148,7 @@ class Transformer(TransformerShape):
         if self.is_moe(index):
             mlp = ly.moe_matrices(h, self.moe, gated, bias)
         else:
-            mlp = ly.mlp_matrices(h, self.ffn_hidden, gated, bias)
+            mlp = ly.mlp_matrices(h, self.ffn_hidden, gated, bias, self.gate_up_as_one)
         return self.attention_matrices() + mlp + self._norm(4 if self.post_norms else 2)
 
     def embedding_matrices(self) -> list[Matrix]:
