@@ -93,6 +93,7 @@ def split_unit(unit, parts: list[int], name_of) -> list:
         f = n / total
         changes = {b: _share(getattr(unit, b), lo, hi, total) for b in _SPLIT_BYTES}
         changes["homed"] = {c: _share(v, lo, hi, total) for c, v in unit.homed.items()}
+        changes |= _secondary_share(unit, lo, hi, total)
         changes |= {t: getattr(unit, t) * f for t in _SPLIT_TIMES}
         changes |= {c: _comm_part(getattr(unit, c), f) for c in _SPLIT_COMMS}
         first, last = k == 0, k == len(parts) - 1
@@ -115,6 +116,15 @@ def split_unit(unit, parts: list[int], name_of) -> list:
         out.append(dataclasses.replace(unit, **changes))
         lo = hi
     return out
+
+
+def _secondary_share(unit, lo: int, hi: int, total: int) -> dict[str, int]:
+    """ZeRO++ hpZ's secondary partition of a part (review o): its share of the unit's by
+    parameters, the released and the persistent bytes each split so, so that the parts add up
+    to the unit's (a part holding its layer's whole secondary counted it once a part)."""
+    kept = _share(unit.hpz_persistent, lo, hi, total)
+    released = _share(unit.hpz_secondary - unit.hpz_persistent, lo, hi, total)
+    return {"hpz_secondary": released + kept, "hpz_persistent": kept}
 
 
 def _tiles(r: Resolved, unit, parts: list[int], room: float) -> list[int]:

@@ -1,0 +1,71 @@
+"""Review 2026-12-07 (o): a new user's pass over what the last hour merged (FSDP2's mixed
+precision and Accelerate's NO_WRAP, ZeRO++ hpZ under parameter offload, DeepSpeed's tensor
+buckets and stage 0's all-reduce buckets, the context-parallel rerun, selective recompute's
+time, review m's hidden tensor-parallel bytes; docs/review-2026-12-07-o.md). Each test fails
+on the tree before its fix; expected values are worked by hand in each."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from engine_helpers import merge, scenario
+
+from tiersim.config.load import load_scenario
+from tiersim.state.inventory import build_inventory
+from tiersim.state.resolved import resolve
+from tiersim.workload.pinned import rounding_bytes
+from tiersim.workload.work import build_workload
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_fsdp2_pinned_gradients_rounded_at_the_dtype_they_are_held_in():
+    # fsdp2-cpu-offload-llama2-7b (FSDP2, CPUOffloadPolicy(pin_memory=True), fp32 parameters)
+    # with training.precision.gradients: bf16 (FSDP2's reduce_dtype): the reduced shard is cast
+    # back to fp32 before it lands in .grad (torch 2.13 foreach_reduce), so the host's
+    # gradients are fp32 tensors, pinned one by one, each rounded to a power of two, as the
+    # weights are. Llama-2-7B's shards over 8 ranks, fp32:
+    #   q, k, v, o 4,096 x 4,096 / 8 x 4 B = 8,388,608 = 2^23: no rounding
+    #   gate, up, down 4,096 x 11,008 / 8 x 4 B = 22,544,384 -> 2^25: +11,010,048, 3 a layer
+    #   norms 4,096 / 8 x 4 B = 2,048 = 2^11: none
+    #   embedding and head 32,000 x 4,096 / 8 x 4 B = 65,536,000 -> 2^26: +1,572,864 each
+    # a class: 32 x 3 x 11,010,048 + 2 x 1,572,864 = 1,060,110,336 B; weights and gradients
+    # 2,120,220,672 B (the gradients counted at 2 B a value gave 530,055,168 B for them).
+    path = ROOT / "scenarios" / "fsdp2-cpu-offload-llama2-7b.yaml"
+    for gradients in ("fp32", "bf16"):
+        loaded = load_scenario(path, [f"training.precision.gradients={gradients}"])
+        r = resolve(loaded.scenario)
+        inv = build_inventory(r)
+        assert inv.per_gpu.as_dict()["gradients"] == 6_738_415_616 // 8 * 4
+        assert rounding_bytes(r, r.execution.offload, inv) == 2 * 1_060_110_336
+
+
+def test_hpz_secondary_split_with_the_submodules_it_belongs_to():
+    # GPT-2 small, DeepSpeed ZeRO-3 over 16 GPUs, hpZ 8, weights in host memory
+    # (offload_param cpu), stage3_prefetch_bucket_size 2e6: each layer fetched in 4 parts.
+    # The secondary partition a GPU holds is the weights / 8 (every tensor divides by 16):
+    # 124,439,808 values x 2 B / 8 = 31,109,952 B, a layer's 7,087,872 x 2 / 8 = 1,771,968 B.
+    # Before, each part carried its layer's whole secondary: 12 x 4 x 1,771,968 + 9,846,336 =
+    # 94,900,800 B held in the host, copied to the GPU at each fetch and back at each release.
+    raw = {
+        "name": "o",
+        "model": {"preset": "gpt2"},
+        "training": {
+            "framework": "deepspeed",
+            "micro_batch_size": 4,
+            "grad_accumulation": 2,
+            "seq_len": 1024,
+            "optimizer": "adamw",
+            "precision": {"weights": "bf16", "gradients": "bf16", "master": "fp32"},
+            "deepspeed": {"zero_hpz_partition_size": 8},
+            "offload": {"prefetch_bucket_size": 2_000_000},
+        },
+        "parallel": {"data": 16, "zero_stage": 3},
+        "placement": {"weights": "dram"},
+        "hardware": {"preset": "dgx-h100"},
+    }
+    units = build_workload(resolve(scenario(merge(raw, {})))).units
+    layer0 = [u for u in units if u.name.startswith("L0.")]
+    assert len(layer0) == 4
+    assert sum(u.hpz_secondary for u in layer0) == 7_087_872 * 2 // 8 == 1_771_968
+    assert sum(u.hpz_secondary for u in units) == 124_439_808 * 2 // 8 == 31_109_952
