@@ -69,3 +69,28 @@ def test_hpz_secondary_split_with_the_submodules_it_belongs_to():
     assert len(layer0) == 4
     assert sum(u.hpz_secondary for u in layer0) == 7_087_872 * 2 // 8 == 1_771_968
     assert sum(u.hpz_secondary for u in units) == 124_439_808 * 2 // 8 == 31_109_952
+
+
+def test_hidden_tensor_collectives_bytes_by_hand_and_explained():
+    # korthikanti2022-22b-selective-sp (Megatron, TP 8 with sequence parallelism, one micro-batch
+    # of 4 x 2,048 tokens, h 6,144, 48 layers; overlap_tensor_backward on, as megatron ships):
+    # a collective's tensor s x b x h x 2 B = 2,048 x 4 x 6,144 x 2 = 100,663,296 B, sent
+    # 7/8 of it: 88,080,384 B. Each layer 4 in the forward (2 all-gathers, 2 reduce-scatters)
+    # and 6 in the backward (the column-parallel inputs gathered again for the weight
+    # gradients, their gradients reduce-scattered, the row-parallel outputs' gathered); the
+    # embedding's reduce-scatter and its backward's gather, the head's gather, its backward's
+    # gather and reduce-scatter: 48 x 10 + 5 = 485 x 88,080,384 = 42,718,986,240 B.
+    # The backward's hidden ones move in no flow: the nvlink row read 42.72 GB with 85.44 ms
+    # busy (25.63 GB at 300 GB/s) and no line saying why; with the overlap off, 142.40 ms.
+    from tiersim.report.text import PRICED_NOTE, priced_outside_flows, step_tables
+    from tiersim.runner import report_for
+
+    path = ROOT / "scenarios" / "published" / "korthikanti2022-22b-selective-sp.yaml"
+    report = report_for(load_scenario(path))
+    nvlink = report["links"]["nvlink"]
+    assert nvlink["bytes_by_direction"] == {"tensor": 485 * 88_080_384}
+    assert "tensor-parallel collectives hidden" in PRICED_NOTE
+    assert PRICED_NOTE in step_tables(report)
+    # overlap_tensor_backward false: every byte in a flow, 42,718,986,240 B / 300 GB/s busy
+    carried = dict(nvlink, busy_s=42_718_986_240 / 300e9)
+    assert not priced_outside_flows({"nvlink": carried})
