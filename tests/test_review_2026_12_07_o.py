@@ -94,3 +94,18 @@ def test_hidden_tensor_collectives_bytes_by_hand_and_explained():
     # overlap_tensor_backward false: every byte in a flow, 42,718,986,240 B / 300 GB/s busy
     carried = dict(nvlink, busy_s=42_718_986_240 / 300e9)
     assert not priced_outside_flows({"nvlink": carried})
+
+
+def test_fsdp2_reduce_scatter_carries_the_reduce_dtype():
+    # fsdp2-cpu-offload-llama2-7b: FSDP2 with fp32 parameters and bf16 compute; its gradients
+    # reduced in reduce_dtype (training.precision.gradients): foreach_reduce copies autograd's
+    # bf16 gradients into a reduce-scatter input of that dtype, so the collective sends it.
+    # A layer: 4 x 4,096^2 + 3 x 4,096 x 11,008 + 2 x 4,096 = 202,383,360 values, sent 7/8
+    # over 8 ranks: fp32 202,383,360 x 4 x 7/8 = 708,341,760 B; bf16 354,170,880 B. Before,
+    # both sent the bf16 figure (the gradient as autograd made it).
+    path = ROOT / "scenarios" / "fsdp2-cpu-offload-llama2-7b.yaml"
+    for gradients, per_value in (("fp32", 4), ("bf16", 2)):
+        loaded = load_scenario(path, [f"training.precision.gradients={gradients}"])
+        layer = build_workload(resolve(loaded.scenario)).units[0]
+        assert layer.params == 4 * 4_096**2 + 3 * 4_096 * 11_008 + 2 * 4_096 == 202_383_360
+        assert layer.dp_gradients.nbytes == 202_383_360 * per_value * 7 / 8
