@@ -109,3 +109,20 @@ def test_fsdp2_reduce_scatter_carries_the_reduce_dtype():
         layer = build_workload(resolve(loaded.scenario)).units[0]
         assert layer.params == 4 * 4_096**2 + 3 * 4_096 * 11_008 + 2 * 4_096 == 202_383_360
         assert layer.dp_gradients.nbytes == 202_383_360 * per_value * 7 / 8
+
+
+def test_inventory_note_says_fsdp2_holds_gradients_at_the_parameters_dtype():
+    # `inventory fsdp2-cpu-offload-llama2-7b.yaml --set training.precision.gradients=bf16`
+    # printed gradients 26.95 GB whole (6,738,415,616 x 4 B), 3.37 GB a GPU, with nothing
+    # saying why a bf16 setting counts 4 B a value (FSDP2 casts the reduced shard back to the
+    # parameters' fp32); the Accelerate import's note said it, a hand-written scenario not.
+    from tiersim.report.inventory_note import split_note
+
+    path = ROOT / "scenarios" / "fsdp2-cpu-offload-llama2-7b.yaml"
+    for gradients, said in (("bf16", True), ("fp32", False)):
+        s = load_scenario(path, [f"training.precision.gradients={gradients}"]).scenario
+        inv = build_inventory(resolve(s))
+        assert inv.per_gpu.as_dict()["gradients"] == 6_738_415_616 // 8 * 4
+        note = split_note(s, inv)
+        assert ("gradients (FSDP2): reduced in bf16" in note) is said
+        assert ("held in the parameters' fp32" in note) is said
