@@ -126,3 +126,24 @@ def test_inventory_note_says_fsdp2_holds_gradients_at_the_parameters_dtype():
         note = split_note(s, inv)
         assert ("gradients (FSDP2): reduced in bf16" in note) is said
         assert ("held in the parameters' fp32" in note) is said
+
+
+def test_fsdp2_root_group_keeps_its_vocabulary_gradients_under_megatron_accounting():
+    # fsdp2-cpu-offload-llama2-7b (implementation megatron, as shipped) with the whole model one
+    # FSDP2 unit (training.offload.fetch: model, Accelerate's NO_WRAP): after the embeddings'
+    # backward, the one reduce-scatter's input in fp32 beside every unsharded bf16 gradient,
+    # the root's embedding and head included (FSDP2 reduce-scatters a group after its whole
+    # backward; Megatron's grad buffers are not what runs here):
+    #   input 6,738,415,616 x 4 B = 26,953,662,464
+    #   layers' gradients 32 x 202,383,360 x 2 B = 12,952,535,040
+    #   embedding and head 2 x 32,000 x 4,096 x 2 B = 524,288,000
+    #   resident workspace 17,039,360 (the inventory's)
+    # 40,447,524,864 B; before, the two vocabulary gradients were missing (39,923,236,864).
+    from tiersim.state.step_memory import gpu_timeline
+
+    path = ROOT / "scenarios" / "fsdp2-cpu-offload-llama2-7b.yaml"
+    r = resolve(load_scenario(path, ["training.offload.fetch=model"]).scenario)
+    t = gpu_timeline(r, build_inventory(r))
+    assert t.peak_event.moment == "backward: embeddings"
+    want = 26_953_662_464 + 12_952_535_040 + 524_288_000 + 17_039_360
+    assert t.peak_allocated_bytes == want == 40_447_524_864
