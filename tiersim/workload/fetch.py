@@ -12,7 +12,8 @@ collective pays its own latency. The layer's tensor-, context- and expert-parall
 communications are per layer pass however many fetches its parameters take (DeepSpeed's
 MOELayer dispatches and combines once, between its gate and its experts): after the last
 part's forward and the first part's backward (the last the backward reaches).
-FSDP2 fetches per `fully_shard` unit, a layer: no split.
+FSDP2 fetches per `fully_shard` unit, a layer: no split (or the whole model as one unit,
+`fetch: model`: workload/whole_model.py).
 
 Memory-centric tiling (ZeRO-Infinity §5.1.3, TiledLinear): an operator whose weights and
 gradients do not fit in GPU memory beside the workspace, a micro-batch of activations and

@@ -61,3 +61,7 @@ class Unit:
     grad_shapes: tuple[tuple[int, int, int, int], ...] = ()
     hpz_secondary: int = 0  # bytes of ZeRO++ hpZ's secondary partition of it (state/zeropp.py)
     hpz_persistent: int = 0  # ... of which in persistent parameters
+    # FSDP2's one unit over the whole model (training.offload.fetch: model): this unit, the
+    # first forward's and last backward's, carries every unit's all-gather and reduce-scatter
+    # as one each (workload/whole_model.py)
+    whole_model: bool = False
