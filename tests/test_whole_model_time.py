@@ -115,6 +115,21 @@ def test_the_bytes_are_the_layer_grains(reshard, layer_reshard, calls):
     assert nvlink_bytes(whole) == nvlink_bytes(layers) == calls * 2 * LAYER_B
 
 
+def test_weights_on_the_host_come_to_the_gpu_once_for_the_whole_model():
+    # FSDP2's CPUOffloadPolicy (weights, gradients and optimizer on the host, the update
+    # there): the carrier brings every unit's shard, 2 x 4 GB / 8 ranks = 1e9 B, to the GPU
+    # before its gather, no other unit its own; the layer grain kept to the backward brings
+    # each layer's 0.5e9 B once: the same bytes. The reduced gradient shards go back, 1e9 B.
+    def host(**kw):
+        raw = _raw(**kw)
+        homes = {"weights": "dram", "gradients": "dram", "optimizer": "dram"}
+        raw["placement"] |= homes | {"optimizer_compute": "cpu"}
+        return simulate(scenario(raw)).links["pcie"].bytes_by_direction
+
+    whole, layers = host(), host(fetch="layer", reshard=False)
+    assert whole == layers == {"dram->hbm": 1_000_000_000, "hbm->dram": 1_000_000_000}
+
+
 def test_more_bandwidth_never_slows():
     slow, fast = run(), run(bandwidth="900 GB/s")
     assert fast.time_s <= slow.time_s

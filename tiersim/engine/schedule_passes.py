@@ -53,7 +53,8 @@ class TrainingPasses:
         self.units, self.alone = c.wl.units, [alone_unit(u) for u in c.wl.units]  # MoE's
         self.first_stage = c.wl.stage == 0
         self.homes = [c.home_of(u) for u in range(n)]
-        self.is_streamed = [self._streamed(u) for u in range(n)]
+        one = any(u.whole_model for u in c.wl.units)  # the whole model: its carrier fetches it
+        self.is_streamed = [self._streamed(u, one) for u in range(n)]
         # FSDP2's reshard_after_forward=False (and the whole model's root: whole_model.py): a
         # unit gathered by a forward stays whole to its backward, no all-gather there, then
         # resharded (_fsdp_param_group.py: `reshard` returns in FORWARD when not resharding
@@ -100,8 +101,7 @@ class TrainingPasses:
         twin.uses, twin.use_units = list(self.uses), list(self.use_units)
         twin.kept = {u: list(k) for u, k in self.kept.items()}
         twin.swap, twin.hpz = self.swap.fork(), self.hpz.fork()
-        twin.in_flight = self.in_flight.fork()
-        twin.bucket = self.bucket.fork()
+        twin.in_flight, twin.bucket = self.in_flight.fork(), self.bucket.fork()
         twin.order_starts = list(self.order_starts)  # built steps' marks never change
         return twin
 
@@ -125,11 +125,10 @@ class TrainingPasses:
 
     # --- forward and backward ------------------------------------------------------------------
 
-    def _streamed(self, u: int) -> bool:
+    def _streamed(self, u: int, one: bool = False) -> bool:  # one: the whole model one unit
         unit = self.c.wl.units[u]
-        return unit.weights_full > 0 and (
-            self.c.home_of(u)["weights"] != self.c.gpu or unit.dp_weights is not None
-        )
+        off = self.c.home_of(u)["weights"] != self.c.gpu or unit.dp_weights is not None
+        return unit.weights_full > 0 and off and (unit.whole_model > 0 or not one)
 
     def fetch_weights(self, u: int, step: int, tag: str, mb: int) -> tuple[int | None, bool]:
         """Bring unit u's full weights into GPU memory for the next use (`tag`: fwd or bwd,
@@ -143,7 +142,7 @@ class TrainingPasses:
             return None, True  # still held from the previous use (the whole model resharded)
         whole = unit.dp_weights is None
         collective, part = gather_source(unit, tag, mb)  # ZeRO++ hpZ's secondary, or the primary
-        nbytes = unit.weights_full if whole else part
+        nbytes = unit.weights_full if whole else unit.whole_model or part  # the whole's shard
         # DeepSpeed reads a partition from NVMe a use ahead of the rest (engine/param_swap.py)
         home, swapped = self.swap.source(self.ops, u, step, (tag, mb), nbytes, ready, self.uses)
         uses, back = self.uses, self.c.depth + 1  # `prefetch_gate`, inline (a call per fetch)

@@ -23,7 +23,9 @@ The layer units keep their compute, their FSDP2 copies (workload/fsdp_exposure.p
 of the layers' copy-out and chunk_cat bytes is the group's) and their other collectives; the
 first layer, whose forward is the step's first and whose backward is its last, carries the
 one all-gather and the one reduce-scatter of every unit's bytes (the rest's included), each
-paying one call's latency; the other units none. The bytes are the layer grain's.
+paying one call's latency; the other units none. The bytes are the layer grain's. With the
+weights homed off the GPU (FSDP2's CPUOffloadPolicy) the carrier brings every unit's shard
+from their home before its gather, and no other unit fetches its own.
 """
 
 from __future__ import annotations
@@ -59,7 +61,7 @@ def whole_model_grain(r: Resolved, units: list[Unit]) -> list[Unit]:
         units[0],
         dp_weights=comms.get("dp_weights"),
         dp_gradients=comms.get("dp_gradients"),
-        whole_model=True,
+        whole_model=sum(u.homed["weights"] for u in units),
     )
     rest = [replaced(u, dp_weights=None, dp_gradients=None) for u in units[1:]]
     return [first, *rest]
