@@ -240,10 +240,12 @@ def _stage_units(r: Resolved, model, stage: int, cap: dict) -> tuple[list[Unit],
     units: list[Unit] = []
     at = 0  # the run's first layer among the stage's (groups: one per layer)
     runs = stage_layers(r.units, stage, par.pipeline, par.stage_layers)
-    amax = amax_per_layer_s(r, sum(run.count for run in runs))  # delayed FP8 scaling's
+    # delayed FP8 scaling's blocking reductions, added after the tensor collectives: those
+    # hidden behind the layer's computation hide behind its kernels, not behind these
+    amax = amax_per_layer_s(r, sum(run.count for run in runs))
     for run in runs:
         first = [
-            with_fsdp_overheads(r, _with_layer_comms(r, with_amax_reduction(u, amax), tp, cap))
+            with_fsdp_overheads(r, with_amax_reduction(_with_layer_comms(r, u, tp, cap), amax))
             for u in _layer_units(r, model, run.first, run.shape, groups[at], ends, timed)
         ]
         units += first
