@@ -31,6 +31,14 @@ def test_unmapped_settings_past_30_are_counted_in_one_note(tmp_path):
         f"note: {path}: zero_optimization.offload_optimizer.nvme_path: /n: taken as the "
         "hardware's nvme tier (the drive serving this GPU) [W-IMPORT-ASSUMED]"
     )
+    expected.append(  # nor, without "auto" values, its model code (review 2026-12-07-m)
+        f'note: {path}: (no "auto" values): training.implementation: megatron, the '
+        "scenario's default: Megatron-LM's layers, whose eager attention stores the s x s "
+        'softmax scores; a DeepSpeed config without "auto" names no model code; --hf-config '
+        "gives the model's shapes, not the code that runs it (expected --set "
+        "training.implementation=huggingface for a transformers model as the HF Trainer or "
+        "accelerate runs it, attention sdpa; or torchtitan) [W-IMPORT-ASSUMED]"
+    )
     expected.append(  # a DeepSpeed config has no sequence length (review 2026-12-07-i)
         "note: training.seq_len: no config gives it (a DeepSpeed or Accelerate config has no "
         "sequence length): the scenario's default, the model's max_positions, else 2048 "
@@ -42,6 +50,6 @@ def test_unmapped_settings_past_30_are_counted_in_one_note(tmp_path):
     )
     assert err.getvalue().splitlines() == expected
     # the scenario's header says the same notes, each file named by its name alone
-    header = out.getvalue().splitlines()[2:35]
+    header = out.getvalue().splitlines()[2:36]
     named = [line.removeprefix("note: ").replace(str(path), "ds.json") for line in expected]
     assert header == [f"#   {line}" for line in named]

@@ -5,7 +5,10 @@ The layer: GPT-like (layernorm, 4h MLP, multi-head), h = 512, a = 8, f = 2048, s
 b = 1, 2-byte values, Megatron-LM's dropout 0.1, eager attention, no tensor parallelism.
 s·b·h = 1,048,576. Korthikanti et al. 2022: 34·sbh + 5·a·s²·b per layer:
   34 x 1,048,576 = 35,651,584 (of which the MLP's wide tensors 16·sbh = 16,777,216, the two
-  norm outputs - the qkv projection's and the MLP's inputs - 2 x 2·sbh = 4,194,304)
+  norm outputs - the qkv projection's and the MLP's inputs - 2 x 2·sbh = 4,194,304; under
+  Megatron-Core's Transformer Engine spec both norms are fused into the linears that follow,
+  so `layernorm` finds no norm of its own and `mlp`'s checkpoint takes the residual stream:
+  tests/test_recompute_modules_te_spec.py)
   5 x 8 x 2048² = 167,772,160 (softmax 2·a·s², its dropout mask a·s², dropout output 2·a·s²)
   = 203,423,744 bytes.
 """
@@ -51,10 +54,10 @@ def test_bytes_each_module_stops_keeping():
     assert layer_bytes(recompute="none") == pytest.approx(203_423_744)
     # selective, no modules: the s x s terms recomputed: 34·sbh
     assert layer_bytes() == pytest.approx(35_651_584)
-    # core_attn and mlp: 34·sbh - 16·sbh = 18·sbh = 18,874,368
-    assert layer_bytes(recompute_modules=["core_attn", "mlp"]) == pytest.approx(18_874_368)
-    # layernorm alone keeps the scores: 203,423,744 - 4,194,304 = 199,229,440
-    assert layer_bytes(recompute_modules=["layernorm"]) == pytest.approx(199_229_440)
+    # core_attn and mlp: 34·sbh - 16·sbh (wide) - 2·sbh (fc1's fused norm output) = 16·sbh
+    assert layer_bytes(recompute_modules=["core_attn", "mlp"]) == pytest.approx(16_777_216)
+    # layernorm alone: no separate norm in a dense TE layer, all 203,423,744 kept
+    assert layer_bytes(recompute_modules=["layernorm"]) == pytest.approx(203_423_744)
 
 
 def test_mlp_recompute_runs_the_mlp_forward_again():

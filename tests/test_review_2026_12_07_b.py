@@ -42,13 +42,15 @@ def test_an_import_problem_inside_a_built_value_is_headed_by_its_file(cli, tmp_p
     assert code == 2
     assert err.startswith(f"{path}: training.fp8.param_gather: true with recipe rowwise"), err
     assert err.rstrip().endswith("(from float8.enable_fsdp_float8_all_gather) [E-CONFLICT]")
-    # the same value given by --set is the user's: not said to come from the file
+    # the same value given by --set is the user's: not said to come from the file, but from
+    # the --set, as `run` says it (review 2026-12-07-m)
     code, _, err = cli(
         "import", path, "--gpus", 8, "--out", tmp_path / "s.yaml",
         "--set", "training.fp8.param_gather=true",
     )  # fmt: skip
     assert code == 2
-    assert err.startswith("imported scenario: training.fp8.param_gather:") and "(from" not in err
+    assert err.startswith("imported scenario: training.fp8.param_gather:") and "float8." not in err
+    assert err.rstrip().endswith("(from --set training.fp8.param_gather=true) [E-CONFLICT]")
 
 
 def test_a_float8_recipe_torchtitan_does_not_take_is_refused_not_noted_as_unmodelled(cli, tmp_path):

@@ -74,7 +74,7 @@ def test_zero1_inventory_puts_the_partition_on_the_host_and_the_whole_on_the_gpu
     assert "ZeRO 1;" in out.splitlines()[0]  # ZeRO-1 shards no gradient in GPU memory
     note = next(x for x in out.splitlines() if x.startswith("  gradients (DeepSpeed ZeRO-1"))
     assert "the host holds the rank's partition (600.00 MB)" in note
-    assert "the whole 16-bit gradients (2.40 GB, counted in its memory)" in note
+    assert "the whole 16-bit gradients (2.40 GB, its row 'gradients (GPU)', in the total" in note
 
 
 def test_zero1_moves_the_fp32_partition_once_a_step_and_reads_nothing_back(runs):

@@ -15,6 +15,7 @@ from pydantic import BaseModel, ValidationError
 from tiersim.config.choice_messages import alternatives, closest
 from tiersim.config.fields import COUNT_BOUND
 from tiersim.config.schema import Scenario
+from tiersim.config.shape_messages import PRESET_AT, not_a_list, not_a_mapping, preset_as_section
 from tiersim.core.errors import Problem, shown_yaml
 
 
@@ -156,8 +157,9 @@ def _null_section(err: dict[str, Any], parent: type[BaseModel] | None) -> str:
 def _section_keys(err: dict[str, Any], parent: type[BaseModel] | None) -> str:
     """The keys a section takes, for a value given where the section goes (`endurance: 3000`
     for `endurance: {pe_cycles: 3000}`), required ones first."""
-    field = parent.model_fields.get(str(err["loc"][-1])) if parent and err["loc"] else None
-    model = _model_class(field.annotation) if field else None
+    loc = err["loc"]
+    field = parent.model_fields.get(str(loc[-1])) if parent and loc else None
+    model = _model_class(field.annotation) if field else _entry_model(loc, parent)
     if model is None:
         return ""
     fields = model.model_fields
@@ -166,6 +168,13 @@ def _section_keys(err: dict[str, Any], parent: type[BaseModel] | None) -> str:
     more = ", ..." if len(rest) > SECTION_KEYS else ""
     rest_said = ", ".join(rest[:SECTION_KEYS]) + more
     return f"{', '.join(need)}, required; {rest_said}" if need else rest_said
+
+
+def _entry_model(loc: tuple[Any, ...], parent: type[BaseModel] | None) -> type[BaseModel] | None:
+    """The section an entry of a mapping of names holds (`hardware.tiers.hbm`: a tier)."""
+    field = parent.model_fields.get(str(loc[-2])) if parent and len(loc) > 1 else None
+    tp = _unwrap(field.annotation) if field else None
+    return _model_class(typing.get_args(tp)[1]) if typing.get_origin(tp) is dict else None
 
 
 # keys whose name carries their unit: a count of it, as the framework reads them, not a
@@ -246,55 +255,18 @@ def _message(err: dict[str, Any], parent: type[BaseModel] | None) -> str:
     if kind in ("dict_type", "model_type") and err.get("input", 0) is None:
         return _null_section(err, parent)
     if kind == "model_type" and isinstance(err.get("input"), str) and err["loc"] in PRESET_AT:
-        return _preset_as_section(str(err["loc"][0]), err["input"])
+        return preset_as_section(str(err["loc"][0]), err["input"])
     if kind == "model_type" and (section := _section_keys(err, parent)):
         return f"expected a mapping (keys: {section}) (got {shown_yaml(err.get('input'))})"
     if kind in ("tuple_type", "list_type"):  # Python's words: a YAML user writes a list
-        return _not_a_list(err.get("input"))
+        return not_a_list(err.get("input"))
     if kind == "dict_type":  # pydantic's "a valid dictionary": a mapping of names, as which
-        return _not_a_mapping(err)
+        return not_a_mapping(err)
     msg = msg.removeprefix("Value error, ").removeprefix("Assertion failed, ")
     msg = re.sub(r" or instance of \w+", "", msg)  # pydantic's class names mean nothing here
     if kind.endswith("_type") or kind.startswith(("literal", "greater", "less", "string")):
         return f"{msg[0].lower()}{msg[1:]} (got {shown_yaml(err.get('input'))})"
     return msg
-
-
-PRESET_AT = (("model",), ("hardware",))  # the sections a preset is named in
-_MAPPINGS = {  # a key that maps names the user chooses, as one is written
-    "tiers": "{hbm: {kind: hbm, capacity: 80 GB, bandwidth: 3.35 TB/s}}",
-    "links": "{pcie: {between: [hbm, dram], bandwidth: 50 GB/s}}",
-    "peak_flops": "{bf16: 989 TFLOP/s}",
-    "retention_curve": "{1 year: 3000, 3 years: 1000}",
-    "plan": "{training.micro_batch_size: [1, 2]}",
-}
-
-
-def _not_a_mapping(err: dict[str, Any]) -> str:
-    said = "".join(f", e.g. {_MAPPINGS[k]}" for k in map(str, err["loc"][-1:]) if k in _MAPPINGS)
-    return f"expected a mapping of names to values{said} (got {shown_yaml(err.get('input'))})"
-
-
-def _preset_as_section(section: str, value: str) -> str:
-    """`model: gpt2` or `hardware: dgx-h100` for `{preset: ...}`: a preset's name where its
-    section goes (the keys a section takes said nothing of presets, hardware's "gpu, tiers,
-    required" least of all, which a preset gives)."""
-    return (
-        f"expected a mapping; a preset is named inside it: {section}: {{preset: {value}}} "
-        f"(got {shown_yaml(value)})"
-    )
-
-
-def _not_a_list(value: Any) -> str:
-    """A list's key given something else; a mapping of item numbers is what `--set KEY.0=1`
-    makes of a key that holds no list yet (the path's number names an item of none)."""
-    text = f"expected a list, e.g. [1, 2] (got {shown_yaml(value)})"
-    if isinstance(value, dict) and value and all(str(k).isdigit() for k in value):
-        text += (
-            "; a number in a --set path sets an item of a list already there: give the whole "
-            "list, e.g. --set KEY=[1]"
-        )
-    return text
 
 
 def _whole_number_as_text(err: dict[str, Any]) -> str:

@@ -15,7 +15,7 @@ from typing import Any
 
 import yaml
 
-from tiersim.config.load import Loaded, build
+from tiersim.config.load import Loaded, blamed_on_overrides, build
 from tiersim.config.messages import MAX_LISTED
 from tiersim.config.overrides import apply_overrides, set_path
 from tiersim.core.errors import InputError, Problem
@@ -303,8 +303,10 @@ def import_configs(paths: list[Path], options: ImportOptions) -> Imported:
     try:
         loaded = _validated(raw, sources, paths, notes, mappings[-1].source)
         loaded = _hidden_auto(raw, facts, loaded, sources, paths, notes, mappings[-1].source)
-    except InputError as exc:
-        raise _named_by_flags(exc, _flag_made(raw, options)) from None
+    except InputError as exc:  # a key a --set gave says so, as `run`'s problems do
+        named = _named_by_flags(exc, _flag_made(raw, options))
+        blamed = blamed_on_overrides(named.problems, options.overrides)
+        raise InputError(named.source, blamed) from None
     return Imported(raw, loaded, notes, [str(p) for p in paths])
 
 

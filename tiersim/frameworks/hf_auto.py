@@ -165,7 +165,8 @@ def trainer_model(out: Mapped, cfg: dict[str, Any]) -> None:
     attention is sdpa (transformers' default attn_implementation), not the megatron
     accounting's stored scores (review 2026-12-07-i: 79 % of a Llama 3 8B import's
     activations were softmax scores the Trainer's model never keeps)."""
-    if not _has_auto(cfg):
+    if not _has_auto(cfg):  # its model code is unsaid: noted once --set is applied (unsaid.py)
+        out.facts["implementation_unsaid"] = out.source
         return
     out.put("training.implementation", "huggingface", '("auto" values)')
     why = (

@@ -16,6 +16,7 @@ from tiersim.core.errors import InputError, Problem
 def unsaid(raw: dict[str, Any], facts: dict[str, Any], notes: list) -> None:
     _vocab_known(raw, facts)
     training = raw.get("training")
+    _implementation(raw, facts, notes)
     if not isinstance(training, dict) or training.get("seq_len") is None:
         why = (
             "no config gives it (a DeepSpeed or Accelerate config has no sequence length): the "
@@ -31,6 +32,29 @@ def unsaid(raw: dict[str, Any], facts: dict[str, Any], notes: list) -> None:
             "training.micro_batch_size=N and training.global_batch_size=B)"
         )
         notes.append(("training.micro_batch_size", Problem("", why, "W-IMPORT-ASSUMED")))
+
+
+def _implementation(raw: dict[str, Any], facts: dict[str, Any], notes: list) -> None:
+    """A DeepSpeed config without "auto" values names no model code (with them the HF
+    Trainer's: hf_auto.trainer_model): the scenario's default accounting, megatron's, said
+    where no config and no --set gives training.implementation (review 2026-12-07-m: an
+    import with --hf-config counted Megatron's eager attention, 17.18 GB of softmax scores,
+    for a transformers model, and no note said so)."""
+    source = facts.get("implementation_unsaid")
+    training = raw.get("training")
+    if source is None or (isinstance(training, dict) and "implementation" in training):
+        return
+    model = raw.get("model")
+    hf = isinstance(model, dict) and "hf_config" in model
+    why = (
+        "training.implementation: megatron, the scenario's default: Megatron-LM's layers, whose "
+        'eager attention stores the s x s softmax scores; a DeepSpeed config without "auto" '
+        "names no model code"
+        + ("; --hf-config gives the model's shapes, not the code that runs it" if hf else "")
+        + " (expected --set training.implementation=huggingface for a transformers model as "
+        "the HF Trainer or accelerate runs it, attention sdpa; or torchtitan)"
+    )
+    notes.append((source, Problem('(no "auto" values)', why, "W-IMPORT-ASSUMED")))
 
 
 def _vocab_known(raw: dict[str, Any], facts: dict[str, Any]) -> None:

@@ -181,7 +181,31 @@ def _nearest(report: dict[str, Any]) -> list[str]:
             sets = rerun_sets(tuple(base), tuple(near[key]["overrides"]))
             line = f"tiersim {command} {scenario} {sets}".rstrip()
             blocks.append("\n".join(miss_lines(near[key], how, line)))
-    return blocks
+    return blocks + _what_to_try(report)
+
+
+def _what_to_try(report: dict[str, Any]) -> list[str]:
+    """Where every candidate of the default space overflows by the inventory: the sizes it
+    never searched (parallel.*: more GPUs is the user's question), and offload where the
+    scenario's framework left it out (review 2026-12-07-m: the nearest miss was named, not
+    what would close it)."""
+    c, space = report["candidates"], report["space"]
+    if space["from"] != "default" or not c["do_not_fit"] or c["simulated"]:
+        return []
+    tiers = " and ".join(c["do_not_fit"])
+    offload = any(p.startswith("placement.") for g in space["left_out"] for p in g["left"])
+    return [
+        f"  what to try: the resident state is over {tiers} in every valid candidate, and the "
+        "default space keeps the scenario's GPUs and its data, tensor and pipeline sizes: "
+        "more data ranks shard ZeRO's classes further, more tensor or pipeline ranks split "
+        "the layers (a plan: section over parallel.data, parallel.tensor or "
+        "parallel.pipeline, or a sweep)"
+        + (
+            "; offloading a class needs a framework that runs it (left out above)"
+            if offload
+            else ""
+        )
+    ]
 
 
 def _reasons(c: dict[str, Any]) -> str:

@@ -40,6 +40,10 @@ def split_note(s: Scenario, inv: Inventory) -> str:
     )
 
 
+# the row of the whole 16-bit gradients DeepSpeed ZeRO-1's GPU keeps beside the host's partition
+GPU_GRADIENTS = "gradients (GPU)"
+
+
 def _zero1_gradients(inv: Inventory) -> list[str]:
     """DeepSpeed ZeRO-1 with its CPU optimizer: its gradients' two places (zero1_offload.py)."""
     whole = inv.per_gpu.gpu_gradients
@@ -49,8 +53,9 @@ def _zero1_gradients(inv: Inventory) -> list[str]:
     return [
         f"  gradients (DeepSpeed ZeRO-1, CPU optimizer): the host holds the rank's partition "
         f"({part}), written once a step at the accumulation boundary (fp32 there); the GPU "
-        f"accumulates the whole 16-bit gradients ({fmt_bytes(whole)}, counted in its memory) "
-        "(stage_1_and_2.py: docs/memory.md)."
+        f"accumulates the whole 16-bit gradients ({fmt_bytes(whole)}, its row "
+        f"{GPU_GRADIENTS!r}, in the total and the GPU tier's resident) (stage_1_and_2.py: "
+        "docs/memory.md)."
     ]
 
 

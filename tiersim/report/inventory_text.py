@@ -11,7 +11,7 @@ from tiersim.config.schema import Scenario
 from tiersim.config.vocab_padding import padding_note
 from tiersim.core.units import fmt_bytes, fmt_count
 from tiersim.report.host_memory import host_section, host_text
-from tiersim.report.inventory_note import inflight_text, split_note
+from tiersim.report.inventory_note import GPU_GRADIENTS, inflight_text, split_note
 from tiersim.report.memory import timeline_section, timeline_text
 from tiersim.report.table import render
 from tiersim.state.activations import accounting_for
@@ -47,6 +47,12 @@ def _class_rows(s: Scenario, inv: Inventory) -> tuple[list[str], list[list[str]]
         ]
         for cls in NAMES
     ]
+    if inv.per_gpu.gpu_gradients:  # DeepSpeed ZeRO-1's CPU optimizer: the whole on the GPU too
+        on_gpu = fmt_bytes(inv.per_gpu.gpu_gradients)
+        routed = [] if experts is None else [experts.gpu_gradients]
+        parts = [fmt_bytes(n) for n in (inv.per_gpu.gpu_gradients - sum(routed), *routed)]
+        row = [GPU_GRADIENTS, "", on_gpu, *(parts if experts else []), "no", s.hardware.gpu.memory]
+        rows.insert(NAMES.index("gradients") + 1, row)
     rows.append(["total", fmt_bytes(inv.dense.total), fmt_bytes(inv.per_gpu.total)])
     rows[-1] += [*split(None), "", ""]
     parts = ["per GPU: other", "per GPU: experts"] if experts is not None else []

@@ -47,7 +47,7 @@ def inventory_section(inv: Inventory) -> dict[str, Any]:
     if inv.experts_per_gpu is not None:  # a mixture-of-experts model: per_gpu in two parts
         experts = inv.experts_per_gpu.as_dict()
         out["per_gpu_routed_experts"] = experts
-        out["per_gpu_other"] = {c: b - experts[c] for c, b in inv.per_gpu.as_dict().items()}
+        out["per_gpu_other"] = {c: b - experts.get(c, 0) for c, b in inv.per_gpu.as_dict().items()}
     return out
 
 

@@ -14,12 +14,27 @@ if TYPE_CHECKING:
     from tiersim.state.transformer_shape import TransformerShape
 
 # Megatron-Core's recompute modules (--recompute-modules) and the tensors of its layer
-# (megatron_layer) each one no longer keeps: core_attn the s x s terms (Korthikanti et al.
-# §5); mlp the dense MLP's wide tensors (its input stays, the checkpoint's); moe the router's
-# and the experts' tensors; layernorm the two norms' outputs (the linears' inputs),
-# recomputed from the norms' inputs, which the residual keeps anyway.
+# (megatron_layer) each one no longer keeps, under its Transformer Engine layer spec, the one
+# tiersim's megatron accounting means (Megatron-LM's `--transformer-impl` default, NeMo's;
+# state/activations_fp8.py). That spec fuses a dense layer's two norms into the next linear
+# (gpt_layer_specs.py `get_gpt_layer_with_transformer_engine_submodules`, NVIDIA/Megatron-LM
+# at 00611e6e: `linear_qkv` and `linear_fc1` TELayerNormColumnParallelLinear, no
+# `input_layernorm`, `pre_mlp_layernorm=... if num_experts else IdentityOp`); TE's
+# `_LayerNormLinear` keeps both the norm's input and its output `ln_out`, the GEMM's input
+# (layernorm_linear.py `ctx.save_for_backward(inputmat, ..., ln_out, ...)`, NVIDIA/
+# TransformerEngine at 0004dbd0), so without recompute the items are Korthikanti's. A norm
+# stays its own module (TENorm) only before an MoE block and before unfused latent attention
+# (the same function). TransformerLayer (transformer_layer.py `__init__`, `_forward_mlp`,
+# read at Victarry/Megatron-LM 0bd65906, a fork of NVIDIA's main): core_attn the s x s terms
+# (Korthikanti et al. §5); mlp (`recompute_mlp`, dense layers only) checkpoints `self.mlp`
+# over `pre_mlp_layernorm_output`, which the IdentityOp leaves as the residual stream (the
+# post-attention norm input, which fc1 kept anyway): the MLP's wide tensors and fc1's `ln_out`
+# (the mlp input) go; moe the router's and the experts' tensors; layernorm
+# (`recompute_input_layernorm`, `recompute_pre_mlp_layernorm`, each only `if not
+# isinstance(norm, IdentityOp)`) discards a separate norm's output (CheckpointWithoutOutput)
+# and reruns it from its input: nothing in a dense layer with standard attention.
 MODULE_ITEMS = {
-    "mlp": ("mlp wide tensors",),
+    "mlp": ("mlp wide tensors", "mlp input"),
     "moe": (
         "router probabilities, top-k weights and indices",
         "dispatched rows, experts' wide tensors and outputs",
@@ -27,6 +42,30 @@ MODULE_ITEMS = {
     "layernorm": ("qkv projection input", "mlp input"),
     "mla_up_proj": ("q, k, v (up-projected)",),  # from the latents, which stay
 }
+QKV_INPUT, MLP_INPUT = "qkv projection input", "mlp input"
+
+
+def separate_norms(m: TransformerShape, index: int) -> tuple[bool, bool]:
+    """Under the TE layer spec (above): whether layer `index`'s input norm and pre-MLP norm
+    are modules of their own (latent attention's input norm; an MoE layer's pre-MLP norm)
+    rather than fused into the linear that follows."""
+    return m.mla is not None, m.is_moe(index)
+
+
+def dropped_items(modules: tuple[str, ...], separate: tuple[bool, bool]) -> set[str]:
+    """The items `modules` no longer keep in a layer whose norms are `separate`
+    (`separate_norms`): layernorm a separate norm's output only, mlp (a dense layer's) its
+    wide tensors and fc1's fused norm output."""
+    norm_outputs = {QKV_INPUT: separate[0], MLP_INPUT: separate[1]}
+    out: set[str] = set()
+    for module in modules:
+        if module == "layernorm":
+            out |= {name for name, own in norm_outputs.items() if own}
+        elif module == "mlp":
+            out |= {"mlp wide tensors"} | (set() if separate[1] else {MLP_INPUT})
+        else:
+            out |= set(MODULE_ITEMS.get(module, ()))
+    return out
 
 
 # Megatron-Core checkpoints the whole core attention whatever the kernel (attention.py
@@ -76,14 +115,16 @@ def kept(
     recompute: str,
     modules: tuple[str, ...] = (),
     core_checkpointed: bool = True,
+    separate: tuple[bool, bool] = (False, False),
 ) -> list[Item]:
     """Selective recompute (Korthikanti et al. §5) recomputes the attention core where its
     checkpoint holds it (`reruns_core`): its s×s terms, a fused kernel's log-sum-exp and,
     under TE's FP8 linears, its output; with `modules` (training.recompute_modules), what
-    those modules hold instead (the core with core_attn)."""
+    those modules hold instead (the core with core_attn); `separate`: which norms are
+    modules of their own (`separate_norms`)."""
     if recompute != "selective":
         return list(items)
-    dropped = {name for m in modules for name in MODULE_ITEMS.get(m, ())}
+    dropped = dropped_items(modules, separate)
     core = reruns_core(modules, core_checkpointed)
     if core:
         dropped.add(LOGSUMEXP)
@@ -105,7 +146,8 @@ def mtp_items(
     dt, t, h, d = acc.compute_bytes, s * b, m.hidden, m.mtp_layers
     inputs = Item("norms", "MTP norm inputs (embedding, hidden)", d * 2.0 * dt * t * h, False)
     own = [inputs, Item("attention_inputs", "MTP projection input", d * 2.0 * dt * t * h, False)]
-    layer = kept(layer, acc.recompute, acc.recompute_modules, acc.core_checkpointed)
+    separate = separate_norms(m, m.layers - 1)
+    layer = kept(layer, acc.recompute, acc.recompute_modules, acc.core_checkpointed, separate)
     whole = own + [Item(i.group, f"MTP {i.name}", d * i.nbytes, i.split, i.scores) for i in layer]
     if acc.recompute != "full":
         return whole

@@ -391,6 +391,7 @@ def kept_items(
     items = layer_items(m, s, b, acc, index)
     if recompute == "selective" and acc.implementation == "huggingface":
         return selective_kept(items, m, s, b, acc)
-    kept = policy.kept(items, recompute, acc.recompute_modules, acc.core_checkpointed)
+    separate = policy.separate_norms(m, index)  # the TE layer spec's separate norms
+    kept = policy.kept(items, recompute, acc.recompute_modules, acc.core_checkpointed, separate)
     gather = checkpoint_keeps_gather(acc, recompute)  # t > kv heads (state/qkv_gather_memory.py)
     return with_gathered_qkv(kept, m, s * b, acc) if gather else kept

@@ -81,10 +81,15 @@ class ClassBytes:
 
     @property
     def total(self) -> int:
-        return sum(self.by_class.values())
+        """Every class's bytes, and the whole gradients ZeRO-1's GPU keeps beside the host's
+        partition: what the tiers hold between them (tier_use)."""
+        return sum(self.by_class.values()) + self.gpu_gradients
 
     def as_dict(self) -> dict[str, int]:
-        return {**self.by_class, "total": self.total}
+        """By class, then `gradients_on_gpu` where the GPU keeps gradients beside the host's
+        partition (its bytes are in `total`, so the parts add up), then `total`."""
+        on_gpu = {"gradients_on_gpu": self.gpu_gradients} if self.gpu_gradients else {}
+        return {**self.by_class, **on_gpu, "total": self.total}
 
 
 @record
@@ -272,13 +277,15 @@ def _class_bytes(
     if not single:  # ZeRO++ hpZ's secondary weight partition (state/zeropp.py)
         for held, part in ((dense, dense_m), (experts, experts_m)):
             held["weights"] += secondary_weight_bytes(r, part)
+    experts_whole = experts["gradients"]  # before host_share keeps the host's partition
     on_gpu = 0 if single else host_share(r.execution, dense, experts, (dense_div, expert_div))
     workspace = workspace_bytes(r.execution, largest_tensor_elements(r.model, mats))
     if not single:  # context_comm: all_gather holds a layer's gathered K/V (state/context.py)
         workspace += math.ceil(gathered_kv_bytes(r, r.model))
     other = {"activations": activations, "workspace": workspace}
     total = {c: dense[c] + experts[c] if c in dense else other[c] for c in NAMES}
-    return ClassBytes(total, on_gpu), ClassBytes({c: experts.get(c, 0) for c in NAMES})
+    routed = ClassBytes({c: experts.get(c, 0) for c in NAMES}, experts_whole if on_gpu else 0)
+    return ClassBytes(total, on_gpu), routed
 
 
 def dense_inventory(r: Resolved, model: Model) -> ClassBytes:

@@ -12,7 +12,8 @@ collective pays its own latency. The layer's tensor-, context- and expert-parall
 communications are per layer pass however many fetches its parameters take (DeepSpeed's
 MOELayer dispatches and combines once, between its gate and its experts): after the last
 part's forward and the first part's backward (the last the backward reaches).
-FSDP2 fetches per `fully_shard` unit, a layer: no split.
+FSDP2 fetches per `fully_shard` unit, a layer: no split (or the whole model as one unit,
+`fetch: model`: workload/whole_model.py).
 
 Memory-centric tiling (ZeRO-Infinity §5.1.3, TiledLinear): an operator whose weights and
 gradients do not fit in GPU memory beside the workspace, a micro-batch of activations and
@@ -31,7 +32,7 @@ from tiersim.core.records import record
 from tiersim.state.model import Matrix
 from tiersim.workload.comms import Comm
 from tiersim.workload.experts import alone_split
-from tiersim.workload.zeropp import weight_gathers, zeropp_weights
+from tiersim.workload.zeropp import qgz_comm, shapes_in, weight_gathers, zeropp_weights
 
 if TYPE_CHECKING:
     from tiersim.state.resolved import Resolved
@@ -94,6 +95,7 @@ def split_unit(unit, parts: list[int], name_of) -> list:
         changes = {b: _share(getattr(unit, b), lo, hi, total) for b in _SPLIT_BYTES}
         changes["homed"] = {c: _share(v, lo, hi, total) for c, v in unit.homed.items()}
         changes |= _secondary_share(unit, lo, hi, total)
+        changes["grad_shapes"] = shapes_in(unit.grad_shapes, lo, hi, total, backward=False)
         changes |= {t: getattr(unit, t) * f for t in _SPLIT_TIMES}
         changes |= {c: _comm_part(getattr(unit, c), f) for c in _SPLIT_COMMS}
         first, last = k == 0, k == len(parts) - 1
@@ -165,8 +167,17 @@ def fetch_units(r: Resolved, plan: OffloadPlan, layers: list, mats: list[Matrix]
     out = [p for u in layers for p in split_unit(u, pieces, lambda k, u=u: u.name + names[k])]
     if layers[0].dp_weights is not None and zeropp_weights(r):  # each part's own gathers
         out = [dataclasses.replace(p, **weight_gathers(r, p.params, p.weights_full)) for p in out]
+    if layers[0].grad_shapes:  # ZeRO++ qgZ: each part's own tensors' calls
+        out = [dataclasses.replace(p, dp_gradients=_qgz(r, p)) for p in out]
     tiling = tuple(Tiling(f"{layers[0].name}.{k}", t, n) for k, (n, t) in enumerate(cut) if t > 1)
     return out, tiling
+
+
+def _qgz(r: Resolved, part) -> Comm:
+    """A part's qgZ reduction: the calls of the tensors it holds (a tile's tensor counted
+    whole with its first tile: `shapes_in`)."""
+    per_value = part.gradients_full / part.params if part.params else 0.0
+    return qgz_comm(r, part.grad_shapes, per_value)
 
 
 def fetch_depth(plan: OffloadPlan, units: list, configured: int, window: int | None = None) -> int:

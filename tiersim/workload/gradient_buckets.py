@@ -61,7 +61,9 @@ a bucket larger than the stage's gradients, once, after the backward; where ever
 holds whole units, the units' reductions grouped as at unit grain (dsbucket). Each bucket's
 collective carries its pieces' bytes (a piece its share of its unit's collective by
 elements; the pieces of a unit add up to it), its latency that of one collective of the
-bucket's buffer (`bucket_comm`).
+bucket's buffer (`bucket_comm`). Under ZeRO++ qgZ, DeepSpeed's `all_to_all_quant_reduce`
+coalesces nothing: a bucket's reduction is every call of its pieces' tensors, one by one
+(workload/zeropp.py `qgz_bucket`).
 """
 
 from __future__ import annotations
@@ -75,6 +77,7 @@ from tiersim.core.records import record
 from tiersim.workload.comms import Comm
 from tiersim.workload.data_parallel import data_comms
 from tiersim.workload.unit_tensors import unit_tensors
+from tiersim.workload.zeropp import qgz_bucket
 
 if TYPE_CHECKING:
     from tiersim.state.resolved import Resolved
@@ -216,9 +219,12 @@ def bucket_comm(r: Resolved, units: Sequence[Unit], pieces: Sequence[tuple]) -> 
     together. A bucket of one whole unit is that unit's own reduction. Where that collective
     would not carry the pieces' bytes (a unit's parts whose routed-expert or Muon shares do
     not add up so), the members' latencies are summed: the bucket as their collectives back
-    to back."""
+    to back. Under ZeRO++ qgZ, every call `all_to_all_quant_reduce` makes for the pieces'
+    tensors, one by one (workload/zeropp.py `qgz_bucket`)."""
     members = [units[u] for u, _, _ in pieces]
     first = members[0]
+    if first.grad_shapes:  # ZeRO++ qgZ (set only where it runs)
+        return qgz_bucket(r, units, pieces)
     if len(pieces) == 1 and pieces[0][1] == 0 and pieces[0][2] == first.params:
         return first.dp_gradients
     comms = [u.dp_gradients for u in members]

@@ -40,7 +40,7 @@ from tiersim.core.memo import OwnerMemo
 from tiersim.core.records import record
 from tiersim.hardware.gemm import gemm_s
 from tiersim.hardware.kernel_tables import kernel_table
-from tiersim.state.activation_policy import core_recomputed
+from tiersim.state.activation_policy import core_recomputed, separate_norms
 from tiersim.state.layer_sac import checkpointed_share
 from tiersim.state.model import Transformer
 from tiersim.state.resolved import Resolved
@@ -95,7 +95,7 @@ class _Shape:
         self.full_seq = x.seq_len
         self.seq, self.b = x.seq_len // par.context, x.training.micro_batch_size
         self.tokens = self.seq * self.b
-        self.model = model
+        self.model, self.index = model, index
         compute = x.training.precision.compute_precision  # the copy the GEMMs use
         self.compute, self.peak_flops = compute, gpu.peak_flops
         self.peak, self.operand_bytes = gpu.peak_flops[compute], PRECISION_BYTES[compute]
@@ -299,7 +299,8 @@ def selective_recompute(
     fused kernel's forward) where its checkpoint holds it (`core_recomputed`, the decision
     what the layer keeps reads: not Megatron-DeepSpeed's FlashAttention), and with
     `training.recompute_modules` each module's forward again: mlp its two or three GEMMs
-    and elementwise bytes, layernorm the two norms (read and write, compute precision)."""
+    and elementwise bytes, layernorm the norms of their own under the TE layer spec
+    (`separate_norms`: none in a dense layer), each read and written in compute precision."""
     modules = r.accounting.recompute_modules
     out = Kernels()
     if core_recomputed(r.accounting):
@@ -307,8 +308,10 @@ def selective_recompute(
     if "mlp" in modules:
         out += Kernels(sum(sh.gemm(m, n, k) for m, n, k in sh.linears()[2:]))
         out += Kernels(memory_s=sh.memory(b.ffn[0] * sh.e_f))
-    if "layernorm" in modules:
-        out += Kernels(memory_s=sh.memory(NORM_RECOMPUTE_B * r.accounting.compute_bytes * sh.e))
+    norms = sum(separate_norms(sh.model, sh.index)) if "layernorm" in modules else 0
+    if norms:
+        per_norm = NORM_RECOMPUTE_B / 2 * r.accounting.compute_bytes * sh.e
+        out += Kernels(memory_s=sh.memory(norms * per_norm))
     return out
 
 

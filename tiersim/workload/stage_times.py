@@ -11,7 +11,7 @@ from operator import add
 from typing import TYPE_CHECKING
 
 from tiersim.hardware.kernel_tables import kernel_table
-from tiersim.state.activation_policy import core_recomputed
+from tiersim.state.activation_policy import core_recomputed, separate_norms
 from tiersim.state.activations import MEGATRON
 from tiersim.state.layer_sac import checkpointed_share
 from tiersim.state.model import LayerView, Transformer
@@ -180,8 +180,10 @@ def module_recompute(r: Resolved, shape, core: Kernels, split: int, rate: float)
     """Selective recompute of `training.recompute_modules` (Megatron-Core), FLOP-timed: the
     attention core as above; mlp a dense layer's MLP forward, 2·s·b·h·f x (3 gated, else 2)
     FLOPs; moe an MoE layer's routed experts (their share of its FLOPs, with the router's and
-    permutation's bytes; the dispatch's all-to-all not rerun here); layernorm the two norms'
-    bytes (read and write). `split`: tensor x context."""
+    permutation's bytes; the dispatch's all-to-all not rerun here); layernorm the bytes (read
+    and write) of the norms of their own under the TE layer spec (`separate_norms`: an MoE
+    layer's pre-MLP norm, latent attention's input norm; none in a dense layer). `split`:
+    tensor x context."""
     modules, ex = r.accounting.recompute_modules, r.execution
     model = shape.model if isinstance(shape, LayerView) else shape
     index = shape.index if isinstance(shape, LayerView) else 0
@@ -200,10 +202,11 @@ def module_recompute(r: Resolved, shape, core: Kernels, split: int, rate: float)
         q_up = (mla.q_rank or 0) * heads * (mla.nope + mla.rope)
         up = q_up + mla.kv_rank * heads * (mla.nope + mla.v)
         out += Kernels(2.0 * tokens * up / split / rate)
-    if "layernorm" in modules:  # split over tensor ranks under sequence parallelism only
+    own = sum(separate_norms(model, index)) if "layernorm" in modules else 0
+    if own:  # split over tensor ranks under sequence parallelism only
         t = ex.parallel.tensor if ex.parallel.sequence else 1
-        norms = 4.0 * r.accounting.compute_bytes * tokens * model.hidden / t / ex.parallel.context
-        out += Kernels(memory_s=_memory_bound_s(r, norms))
+        per_norm = 2.0 * r.accounting.compute_bytes * tokens * model.hidden
+        out += Kernels(memory_s=_memory_bound_s(r, own * per_norm / t / ex.parallel.context))
     return out
 
 

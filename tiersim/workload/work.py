@@ -62,6 +62,7 @@ from tiersim.workload.reduce_buckets import bucket_reduces
 from tiersim.workload.stage_times import bubble as stage_bubble
 from tiersim.workload.stage_times import chunk_units, chunks, compute_times
 from tiersim.workload.unit import Unit
+from tiersim.workload.whole_model import whole_model_grain
 from tiersim.workload.zeropp import qgz_shapes
 
 
@@ -239,10 +240,12 @@ def _stage_units(r: Resolved, model, stage: int, cap: dict) -> tuple[list[Unit],
     units: list[Unit] = []
     at = 0  # the run's first layer among the stage's (groups: one per layer)
     runs = stage_layers(r.units, stage, par.pipeline, par.stage_layers)
-    amax = amax_per_layer_s(r, sum(run.count for run in runs))  # delayed FP8 scaling's
+    # delayed FP8 scaling's blocking reductions, added after the tensor collectives: those
+    # hidden behind the layer's computation hide behind its kernels, not behind these
+    amax = amax_per_layer_s(r, sum(run.count for run in runs))
     for run in runs:
         first = [
-            with_fsdp_overheads(r, _with_layer_comms(r, with_amax_reduction(u, amax), tp, cap))
+            with_fsdp_overheads(r, with_amax_reduction(_with_layer_comms(r, u, tp, cap), amax))
             for u in _layer_units(r, model, run.first, run.shape, groups[at], ends, timed)
         ]
         units += first
@@ -331,6 +334,7 @@ def build_workload(
     cap = parts(("capacities",), lambda: capacities(r))
     stage_units = lambda k: parts(("units", k), lambda: _stage_units(r, model, k, cap))  # noqa: E731
     units, first_mats = stage_units(inv.stage)  # and the first layer's tensors
+    units = whole_model_grain(r, units)  # FSDP2's one unit over the whole model, if so
     every_mb = sharded_classes(par)["gradients"] and Mesh.of(par).group("data").size > 1
     held = inv.tiers[r.machine.gpu.memory].classes  # each class's part homed in GPU memory
     resident = sum(n for c, n in held.items() if c != "activations")  # workspace included

@@ -16,19 +16,22 @@ are all-gathered. A piece of the d-way gather is the partition, P = ceil(n / d) 
 the gather fetches; a piece of the h-way one the secondary partition, d·P / h values. The
 quantize and dequantize kernels are not priced.
 
-Gradients (qgZ). stage3.py `__avg_scatter_grads` (007cca6a) runs comm/coalesced_collectives.py
-`all_to_all_quant_reduce` (17b3b557) across two or more nodes: each gradient of n values not
-1-D whose n divides by 2·W (W ranks, L a node) is quantized to int4 in G = max(shape[0],
-shape[1], W) groups (a 2-D tensor's rows and columns, a fused experts' 3-D [E, rows, cols]
-its E and rows): n/2 bytes and 4·G of fp32 scales, all-to-all'd within the node (L ranks),
-reduced and requantized to n/L values in G // L groups (`quantized_reduction`), and
-all-to-all'd across the nodes (the L-th ranks of each node, W / L of them); a 1-D tensor or
-one whose n does not divide by 2·W falls back to `reduce_scatter_coalesced` over all W at the
-gradients' precision. An all-to-all of a buffer over k ranks sends (k-1)/k of it, as a ring
-all-gather of it does, and is priced so. The gradient reduction is one flow on the network
-(the inter-node all-to-alls and the fallback), the intra-node all-to-alls' time alone part of
-its latency; their NVLink bytes are added to the step's links (workload/link_bytes.py
-`zeropp_bytes`).
+Gradients (qgZ). stage3.py (007cca6a) `__reduce_and_partition_ipg_grads` hands a bucket's
+every gradient to one `__avg_scatter_grads`, which across two or more nodes runs
+comm/coalesced_collectives.py `all_to_all_quant_reduce` (17b3b557) on the list: a loop over the
+tensors, nothing coalesced. A tensor not 1-D whose n divides by 2·W (W ranks, L a node) is
+quantized to int4 in G = max(shape[0], shape[1], W) groups (a 2-D tensor's rows and columns, a
+fused experts' 3-D [E, rows, cols] its E and rows) and runs four `all_to_all_single` calls in
+turn: its n/2 bytes of values, then its 4·G of fp32 scales, within the node (L ranks); reduced
+and requantized to n/L values in G // L groups (`quantized_reduction`), those values, then
+their scales, across the nodes (the L-th ranks of each node, W / L of them). A 1-D tensor or
+one whose n does not divide by 2·W gets its own `reduce_scatter_coalesced([tensor])` over all
+W at the gradients' precision (the tensor padded to W·ceil(n / W) values). An all-to-all of a
+buffer over k ranks sends (k-1)/k of it, as a ring all-gather of it does, and is priced so,
+every call with its own latency. A bucket's reduction is one flow on the network (the
+inter-node all-to-alls and the fallbacks), every call's latency and the intra-node
+all-to-alls' time alone in its latency; their NVLink bytes are added to the step's links
+(workload/link_bytes.py `zeropp_bytes`).
 """
 
 from __future__ import annotations
@@ -105,55 +108,99 @@ def zeropp_weights(r: Resolved) -> bool:
     return hpz_ranks(tr, par) > 1 or quantized_weights(tr, par)
 
 
-def _qgz_parts(shapes, w: int, g: int, per_value: float):
-    """([(count, intra-node buffer, inter-node buffer)] of the quantized tensors, the
-    fallback reduce-scatter's buffer) for these (first dim, second dim or 0 if 1-D, values,
-    count) gradients: `intra_quant_group = max(tensor.shape[0], tensor.shape[1], W)`, of a
-    fused experts' 3-D tensor [E, rows, cols] its E and rows."""
-    quantized, fallback = [], 0.0
+def qgz_calls(shapes, w: int, g: int, per_value: float) -> list[tuple[str, int, int, float]]:
+    """Every collective `all_to_all_quant_reduce` runs for these (first dim, second dim or 0
+    if 1-D, values, count) gradients, as (where, count, ranks, buffer bytes), tensor by
+    tensor in their order: a quantized tensor's four `all_to_all_single` calls ("intra" its
+    int4 values n/2 and its scales 4·G over the node's g ranks, "inter" the requantized
+    n/(2g) and 4·(G // g) over the w / g nodes), where G = `intra_quant_group = max(shape[0],
+    shape[1], W)` (a fused experts' 3-D [E, rows, cols]: E and rows); a 1-D tensor's or one
+    whose n does not divide by 2·w its own `reduce_scatter_coalesced([tensor])` ("fallback")
+    over all w, of the tensor padded to w·ceil(n / w) values at the gradients' precision."""
+    out: list[tuple[str, int, int, float]] = []
     for first, second, n, count in shapes:
         if not second or n % (2 * w):
-            fallback += count * n * per_value
+            out.append(("fallback", count, w, -(-n // w) * w * per_value))
             continue
         groups = max(first, second, w)
-        quantized.append(
-            (count, n // 2 + SCALE_BYTES * groups, n // (2 * g) + SCALE_BYTES * (groups // g))
-        )
-    return quantized, fallback
+        out.append(("intra", count, g, n // 2))
+        out.append(("intra", count, g, SCALE_BYTES * groups))
+        out.append(("inter", count, w // g, n // (2 * g)))
+        out.append(("inter", count, w // g, SCALE_BYTES * (groups // g)))
+    return out
 
 
 def qgz_sent(r: Resolved, shapes, per_value: float) -> tuple[float, float, float]:
-    """(NVLink bytes, network bytes of the all-to-alls, fallback reduce-scatter buffer) one
-    GPU's qgZ reduction of these gradients (`_qgz_parts`' shapes) moves (module docstring)."""
+    """(NVLink bytes, network bytes of the all-to-alls, fallback reduce-scatters' buffers) one
+    GPU's qgZ reduction of these gradients (`qgz_calls`' shapes) moves (module docstring)."""
     w, g = Mesh.of(r.execution.parallel).world, r.machine.network.gpus_per_node
-    k = w // g
-    quantized, fallback = _qgz_parts(shapes, w, g, per_value)
-    nvlink = sum(c * intra * (g - 1) / g for c, intra, _ in quantized)
-    network = sum(c * inter * (k - 1) / k for c, _, inter in quantized)
-    return nvlink, network, fallback
+    sums = {"intra": 0.0, "inter": 0.0, "fallback": 0.0}
+    for where, count, ranks, buffer in qgz_calls(shapes, w, g, per_value):
+        sent = buffer if where == "fallback" else buffer * (ranks - 1) / ranks
+        sums[where] += count * sent
+    return sums["intra"], sums["inter"], sums["fallback"]
+
+
+def qgz_comm(r: Resolved, shapes, per_value: float) -> Comm:
+    """One `all_to_all_quant_reduce` of these gradients as one network flow: the inter-node
+    all-to-alls' and the fallback reduce-scatters' bytes, every call's latency, and the
+    intra-node all-to-alls' time alone (each call runs after the one before it, on the one
+    stream: module docstring)."""
+    net, w = r.machine.network, Mesh.of(r.execution.parallel).world
+    g = net.gpus_per_node
+    local, across = group_link(net, g, 1), group_link(net, w // g, g)
+    nbytes = latency = 0.0
+    for where, count, ranks, buffer in qgz_calls(shapes, w, g, per_value):
+        if where == "intra":
+            latency += count * alone_s(r, _on(r, "qgz intra", local, ranks, "all_gather", buffer))
+            continue
+        if where == "inter":
+            c = _on(r, "qgz inter", across, ranks, "all_gather", buffer)
+        else:
+            c = comm(r, "dp gradients", "data", "reduce_scatter", buffer)
+        latency, nbytes = latency + count * c.latency_s, nbytes + count * c.nbytes
+    return Comm("dp gradients", nbytes, latency, Network(NetChannel(across.kind)), "data")
 
 
 def qgz_reduce(r: Resolved, unit: Unit) -> Comm | None:
-    """The unit's gradient reduction under qgZ as one network flow: the inter-node
-    all-to-alls' and the fallback's bytes, their latencies and the intra-node all-to-alls'
-    time alone (module docstring)."""
+    """The unit's gradient reduction under qgZ (`qgz_comm` of its tensors); None without."""
     if not unit.grad_shapes:
         return None
-    net, w = r.machine.network, Mesh.of(r.execution.parallel).world
-    g = net.gpus_per_node
-    per_value = unit.gradients_full / unit.params if unit.params else 0.0
-    quantized, fallback = _qgz_parts(unit.grad_shapes, w, g, per_value)
-    local, across = group_link(net, g, 1), group_link(net, w // g, g)
+    return qgz_comm(r, unit.grad_shapes, _per_value(unit))
+
+
+def _per_value(unit: Unit) -> float:
+    return unit.gradients_full / unit.params if unit.params else 0.0
+
+
+def shapes_in(shapes, first: int, end: int, total: int, backward: bool) -> tuple:
+    """The tensors of `shapes` (a unit's, listed order) whose first element, in the listed
+    order or (`backward`) the backward's, its reverse, falls in the unit's elements [first,
+    end) of `total`; the part that ends the unit also takes any beyond it. A tensor a cut
+    falls inside (a tile's) goes whole to the part holding its first element."""
+    each = [(a, b, n) for a, b, n, count in shapes for _ in range(count)]
+    out: dict[tuple[int, int, int], int] = {}
+    at = 0
+    for a, b, n in each[::-1] if backward else each:
+        if first <= at and (at < end or end >= total):
+            out[(a, b, n)] = out.get((a, b, n), 0) + 1
+        at += n
+    return tuple((a, b, n, count) for (a, b, n), count in out.items())
+
+
+def qgz_bucket(r: Resolved, units, pieces) -> Comm:
+    """A DeepSpeed bucket's reduction under qgZ: stage3.py `__reduce_and_partition_ipg_grads`
+    hands every gradient in the bucket to one `__avg_scatter_grads`, whose
+    `all_to_all_quant_reduce(full_grads_for_rank, ...)` runs each tensor's calls in turn (no
+    coalescing): the calls of every piece's tensors (`shapes_in`), summed."""
     nbytes = latency = 0.0
-    for count, intra, inter in quantized:
-        inside = _on(r, "qgz intra", local, g, "all_gather", intra)
-        outside = _on(r, "qgz inter", across, w // g, "all_gather", inter)
-        latency += count * (alone_s(r, inside) + outside.latency_s)
-        nbytes += count * outside.nbytes
-    if fallback:
-        rs = comm(r, "dp gradients", "data", "reduce_scatter", fallback)
-        latency, nbytes = latency + rs.latency_s, nbytes + rs.nbytes
-    return Comm("dp gradients", nbytes, latency, Network(NetChannel(across.kind)), "data")
+    resource = None
+    for u, first, end in pieces:
+        unit = units[u]
+        shapes = shapes_in(unit.grad_shapes, first, end, unit.params, backward=True)
+        c = qgz_comm(r, shapes, _per_value(unit))
+        nbytes, latency, resource = nbytes + c.nbytes, latency + c.latency_s, c.resource
+    return Comm("dp gradients", nbytes, latency, resource, "data")
 
 
 def qgz_shapes(r: Resolved, mats) -> tuple[tuple[int, int, int, int], ...]:
