@@ -25,6 +25,7 @@ from tiersim.engine.schedule_offload import (
 )
 from tiersim.state.zero1_offload import host_partition
 from tiersim.workload.experts import alone_unit, combined_1f1b
+from tiersim.workload.fsdp_exposure import gathers_per_microbatch
 from tiersim.workload.pipeline import stage_order
 
 # the kinds and roles of the passes' ops, looked up once: an enum member is a class attribute
@@ -52,13 +53,13 @@ class TrainingPasses:
         self.units, self.alone = c.wl.units, [alone_unit(u) for u in c.wl.units]  # MoE's
         self.first_stage = c.wl.stage == 0
         self.homes = [c.home_of(u) for u in range(n)]
-        self.is_streamed = [self._streamed(u) for u in range(n)]
-        # FSDP2's reshard_after_forward=False: a unit's weights gathered by a forward stay
-        # whole until its backward (then resharded, reshard_after_backward's default), with
-        # no all-gather there (torch/distributed/fsdp/_fully_shard/_fsdp_param_group.py:
-        # `reshard` returns in FORWARD when not `_reshard_after_forward`; `post_backward`
-        # reshards). One unsharded copy per unit: the micro-batches in flight share it.
-        keep = c.res.execution.parallel.reshard_after_forward is False
+        one = any(u.whole_model for u in c.wl.units)  # the whole model: its carrier fetches it
+        self.is_streamed = [self._streamed(u, one) for u in range(n)]
+        # FSDP2's reshard_after_forward=False (and the whole model's root: whole_model.py): a
+        # unit gathered by a forward stays whole to its backward, no all-gather there, then
+        # resharded (_fsdp_param_group.py: `reshard` returns in FORWARD when not resharding
+        # after forward; `post_backward` reshards). One copy: micro-batches in flight share it.
+        keep = gathers_per_microbatch(c.res)[1] == 0
         self.keeps = [keep and u.dp_weights is not None for u in c.wl.units]
         self.kept: dict[int, list] = {}  # unit -> [its gather, the use holding its free, users]
         self.swap, self.hpz = ParamSwapIn(c), SecondaryWrites(c)  # hpZ's: engine/hpz_offload.py
@@ -100,8 +101,7 @@ class TrainingPasses:
         twin.uses, twin.use_units = list(self.uses), list(self.use_units)
         twin.kept = {u: list(k) for u, k in self.kept.items()}
         twin.swap, twin.hpz = self.swap.fork(), self.hpz.fork()
-        twin.in_flight = self.in_flight.fork()
-        twin.bucket = self.bucket.fork()
+        twin.in_flight, twin.bucket = self.in_flight.fork(), self.bucket.fork()
         twin.order_starts = list(self.order_starts)  # built steps' marks never change
         return twin
 
@@ -125,11 +125,10 @@ class TrainingPasses:
 
     # --- forward and backward ------------------------------------------------------------------
 
-    def _streamed(self, u: int) -> bool:
+    def _streamed(self, u: int, one: bool = False) -> bool:  # one: the whole model one unit
         unit = self.c.wl.units[u]
-        return unit.weights_full > 0 and (
-            self.c.home_of(u)["weights"] != self.c.gpu or unit.dp_weights is not None
-        )
+        off = self.c.home_of(u)["weights"] != self.c.gpu or unit.dp_weights is not None
+        return unit.weights_full > 0 and off and (unit.whole_model > 0 or not one)
 
     def fetch_weights(self, u: int, step: int, tag: str, mb: int) -> tuple[int | None, bool]:
         """Bring unit u's full weights into GPU memory for the next use (`tag`: fwd or bwd,
@@ -137,17 +136,18 @@ class TrainingPasses:
         tiers, then the all-gather of the rest."""
         if not self.is_streamed[u]:
             return self.ready.weights[u], False
-        if self.use_units and self.use_units[-1] == u:
-            self.hpz.kept(u)  # (nor is its hpZ secondary partition written)
-            return None, True  # still held from the previous use
         unit, ready = self.c.wl.units[u], self.ready.weights[u]
+        if self.use_units and self.use_units[-1] == u and not unit.whole_model:
+            self.hpz.kept(u)  # (nor is its hpZ secondary partition written)
+            return None, True  # still held from the previous use (the whole model resharded)
         whole = unit.dp_weights is None
         collective, part = gather_source(unit, tag, mb)  # ZeRO++ hpZ's secondary, or the primary
-        nbytes = unit.weights_full if whole else part
+        nbytes = unit.weights_full if whole else unit.whole_model or part  # the whole's shard
         # DeepSpeed reads a partition from NVMe a use ahead of the rest (engine/param_swap.py)
         home, swapped = self.swap.source(self.ops, u, step, (tag, mb), nbytes, ready, self.uses)
         uses, back = self.uses, self.c.depth + 1  # `prefetch_gate`, inline (a call per fetch)
-        gate = [ready, uses[-back] if len(uses) >= back else None, *swapped]
+        ahead = uses[-back] if len(uses) >= back else None  # the whole model's: in stream order
+        gate = [ready, self.ops.last("gpu") if unit.whole_model else ahead, *swapped]
         if whole:
             label = ("fetch weights {} {} mb{}", unit.name, tag, mb)
             op = self.ops.move("weights", label, step, home, self.c.gpu, nbytes, gate)
@@ -342,7 +342,8 @@ class TrainingPasses:
                 return self.bucket.add(self, u, mb, step, bwd, read)
             stay = self.gradients_stay[u] or (self.once and not last)
             free = ((gpu, unit.gradients_full),) if scatters and stay else ()
-            reduced = self.ops.net(unit.dp_gradients, step, (bwd,), self.reduce_kind, free=free)
+            kind = SYNC if unit.whole_model else self.reduce_kind  # the final callback waits
+            reduced = self.ops.net(unit.dp_gradients, step, (bwd,), kind, free=free)
             done = reduced if reduced is not None else bwd
             self.in_flight.issue(self.ops, reduced if scatters else None, step, unit.name)
         return self.after_reduction(u, mb, step, done, read)

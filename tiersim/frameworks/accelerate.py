@@ -269,9 +269,9 @@ def _wrap(out: Mapped, body: dict[str, Any]) -> None:
     if policy.upper() == "NO_WRAP":
         out.put("training.offload.fetch", "model", where)
         why = (
-            f"{said}: the whole model one FSDP unit (training.offload.fetch: model): its "
-            "memory counted so (gathered whole from the forward to the end of the backward, "
-            "its gradients unsharded at once); its all-gather's time still a layer at a time"
+            f"{said}: the whole model one FSDP unit (training.offload.fetch: model): "
+            "gathered whole from the forward to the end of the backward, its gradients "
+            "unsharded at once, one all-gather and one reduce-scatter a micro-batch, exposed"
         )
         out.note(where, why)
         return

@@ -33,6 +33,7 @@ def split_note(s: Scenario, inv: Inventory) -> str:
             f"  {', '.join(PER_PARAMETER)}: {_parameter_split(r, inv)}; {_data_sharding(s, inv)}.",
             *_zero1_gradients(inv),
             *_hpz_weights(r, inv),
+            *_fsdp2_gradients(r),
             f"  activations: {_activation_split(r, inv, layers)}.",
             f"  workspace: {_workspace(r)}.",
         ]
@@ -69,6 +70,19 @@ def _hpz_weights(r: Resolved, inv: Inventory) -> list[str]:
         f"  weights (DeepSpeed ZeRO++ hpZ, zero_hpz_partition_size {h}): also a secondary "
         f"partition over {h} ranks, weights / {h} ({extra}), held from the first forward to "
         "the update (partition_parameters.py _partition_param_sec: docs/zero-plus-plus.md)."
+    ]
+
+
+def _fsdp2_gradients(r: Resolved) -> list[str]:
+    """FSDP2's mixed precision: the gradient shard held in the parameters' dtype, whatever the
+    reduce dtype (state/sharding.py held_gradient_precision)."""
+    prec = r.execution.training.precision
+    if r.execution.training.framework != "fsdp" or prec.gradients == prec.weights:
+        return []
+    return [
+        f"  gradients (FSDP2): reduced in {prec.gradients} (training.precision.gradients: its "
+        f"reduce_dtype), held in the parameters' {prec.weights}: foreach_reduce casts the "
+        "reduced shard back before .grad (docs/fsdp2-memory.md)."
     ]
 
 

@@ -53,11 +53,16 @@ def _fetches(off: dict[str, Any]) -> str:
         return "weights kept whole in GPU memory, nothing fetched"
     per, parts = off["fetch_units_per_layer"], off["fetch_parts_per_layer"]
     largest = f"the largest {_params(off['largest_fetch_parameters'])} parameters a fetch"
+    if off.get("fetch") == "model":  # FSDP2's one unit (workload/whole_model.py)
+        return (
+            "parameters fetched as FSDP2's one unit over the whole model: one all-gather of "
+            "every parameter before each forward (again before the backward under "
+            "parallel.reshard_after_forward: true) and one reduce-scatter of every gradient "
+            "after each backward, none hidden under computation"
+        )
     if parts == 1:
         tiles = f", each layer in {per:,} tiles ({per:,} fetches a layer)" if per > 1 else ""
-        whole = " (timed so; in memory FSDP2's one unit, the whole model)"
-        whole = whole if off.get("fetch") == "model" else ""  # training.offload.fetch: model
-        return f"parameters fetched a layer at a time{tiles}{whole}, {largest}"
+        return f"parameters fetched a layer at a time{tiles}, {largest}"
     tiled = len(off["tiling"])
     cut = f" ({parts:,} submodule fetches, {tiled:,} of them cut into tiles)" if tiled else ""
     return (

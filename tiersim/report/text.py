@@ -14,7 +14,7 @@ from tiersim.report.host_memory import SECTION as HOST
 from tiersim.report.host_memory import host_text, host_warning
 from tiersim.report.inventory_text import inventory_tables as inventory_tables  # re-exported
 from tiersim.report.memory import timeline_text, timeline_warning
-from tiersim.report.network_text import network_notes
+from tiersim.report.network_text import PRICED_NOTE, network_notes, priced_outside_flows
 from tiersim.report.offload_text import offload_line, tiling_line
 from tiersim.report.sim_text import simulated_line
 from tiersim.report.table import render
@@ -192,23 +192,6 @@ IN_FLIGHT_NOTE = (
     "direction or group); bandwidth used: the busier direction's bytes / (bandwidth/dir x step "
     "time)"
 )
-
-
-PRICED_NOTE = (
-    "bytes/step counts the sends between pipeline stages, every MoE all-to-all's bytes on "
-    "each channel and ZeRO++ qgZ's all-to-alls within a node; busy counts them only where a "
-    "flow carries them (their time is in each stage's chunks and the all-to-all's or the "
-    "gradient reduction's flow: docs/link-bytes.md)"
-)
-
-
-def priced_outside_flows(links: dict[str, Any]) -> bool:
-    """Whether bytes no flow carries are on the links (workload.link_bytes): pipeline sends,
-    an all-to-all's second channel, a link with bytes and no busy time (qgZ's NVLink alone)."""
-    expert = [n for n, v in links.items() if "expert" in v["bytes_by_direction"]]
-    unflowed = [n for n, v in links.items() if v["bytes"] and not v["busy_s"]]
-    piped = [n for n, v in links.items() if "pipeline" in v["bytes_by_direction"]]
-    return len(expert) > 1 or bool(unflowed or piped)
 
 
 def step_tables(

@@ -73,7 +73,8 @@ def loss_events(
         chunked_loss(steps, r, n, log_softmax, (head_grad, HEAD_GRAD))
         return between()
     if r.accounting.implementation == "megatron":
-        return _megatron_loss(steps, r, between)
+        _megatron_loss(steps, r, between)  # the head's gradient after it: FSDP2's root only
+        return steps.alloc("backward: loss", "backward", "d head", HEAD_GRAD, head_grad)
     fw, bw, f, b = "forward: loss", "backward: loss", "forward", "backward"
     copy = "logits in fp32 (the loss's copy)"
     # transformers' loss: logits.float(), F.cross_entropy = log_softmax (kept) + nll_loss

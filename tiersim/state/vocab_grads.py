@@ -45,7 +45,11 @@ def vocab_grads(r: Resolved, stage: int, grad_bytes: int, root_held: bool) -> Vo
     precision, unsharded); `root_held`: FSDP2's root group (embeddings and head together)
     reduce-scatters its gradients only after its whole backward, so the head's is kept too."""
     model, par = r.model, r.execution.parallel
-    if not isinstance(model, Transformer) or r.accounting.implementation == "megatron":
+    # Megatron's grad buffers hold them, but FSDP2's root group makes them as autograd's
+    # unsharded gradients, kept to its reduce-scatter, whatever layer code runs (review o)
+    fsdp2 = root_held and r.execution.training.framework == "fsdp"
+    megatron = r.accounting.implementation == "megatron" and not fsdp2
+    if not isinstance(model, Transformer) or megatron:
         return VocabGrads()
     nbytes = math.ceil(model.vocab / par.tensor) * model.hidden * grad_bytes
     first, last = stage == 0, stage == par.pipeline - 1

@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from tiersim.config.mesh import Mesh
+from tiersim.config.schema import PRECISION_BYTES
 from tiersim.state import deepspeed_muon as ds_muon
 from tiersim.state.inventory import sharded_classes
 from tiersim.workload import zeropp
@@ -89,6 +90,8 @@ def _dense_and_experts(r: Resolved, name: str, op, unit: Unit, cls: str) -> Comm
     routed experts over theirs, as one flow (on the slower channel where they differ)."""
     full = unit.weights_full if cls == "weights" else unit.gradients_full
     experts = unit.expert_weights_full if cls == "weights" else unit.expert_gradients_full
+    if cls == "gradients":
+        full, experts = _reduce_dtype(r, full), _reduce_dtype(r, experts)
     if (
         r.execution.parallel.expert == 1
     ):  # the experts' data-parallel group is the data-parallel group
@@ -102,3 +105,18 @@ def _dense_and_experts(r: Resolved, name: str, op, unit: Unit, cls: str) -> Comm
     resource = max(dense.resource, routed.resource, key=lambda r: r.channel == "network")
     latency = dense.latency_s + routed.latency_s
     return Comm(name, dense.nbytes + routed.nbytes, latency, resource, "data")
+
+
+def _reduce_dtype(r: Resolved, nbytes: int) -> int:
+    """FSDP2's gradients reduced in reduce_dtype (`training.precision.gradients`): autograd's
+    gradient (param_dtype, the unit's `gradients_full`) copied into the reduce-scatter input
+    in it (torch 2.13 _fsdp_collectives.py `foreach_reduce`), so the collective carries its
+    bytes (review o: fp32 reduce over bf16 compute sent half of them)."""
+    tr = r.execution.training
+    if tr.framework != "fsdp":
+        return nbytes
+    return (
+        nbytes
+        * PRECISION_BYTES[tr.precision.gradients]
+        // PRECISION_BYTES[tr.precision.compute_precision]
+    )

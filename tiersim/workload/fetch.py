@@ -12,7 +12,8 @@ collective pays its own latency. The layer's tensor-, context- and expert-parall
 communications are per layer pass however many fetches its parameters take (DeepSpeed's
 MOELayer dispatches and combines once, between its gate and its experts): after the last
 part's forward and the first part's backward (the last the backward reaches).
-FSDP2 fetches per `fully_shard` unit, a layer: no split.
+FSDP2 fetches per `fully_shard` unit, a layer: no split (or the whole model as one unit,
+`fetch: model`: workload/whole_model.py).
 
 Memory-centric tiling (ZeRO-Infinity §5.1.3, TiledLinear): an operator whose weights and
 gradients do not fit in GPU memory beside the workspace, a micro-batch of activations and
@@ -93,6 +94,7 @@ def split_unit(unit, parts: list[int], name_of) -> list:
         f = n / total
         changes = {b: _share(getattr(unit, b), lo, hi, total) for b in _SPLIT_BYTES}
         changes["homed"] = {c: _share(v, lo, hi, total) for c, v in unit.homed.items()}
+        changes |= _secondary_share(unit, lo, hi, total)
         changes["grad_shapes"] = shapes_in(unit.grad_shapes, lo, hi, total, backward=False)
         changes |= {t: getattr(unit, t) * f for t in _SPLIT_TIMES}
         changes |= {c: _comm_part(getattr(unit, c), f) for c in _SPLIT_COMMS}
@@ -116,6 +118,15 @@ def split_unit(unit, parts: list[int], name_of) -> list:
         out.append(dataclasses.replace(unit, **changes))
         lo = hi
     return out
+
+
+def _secondary_share(unit, lo: int, hi: int, total: int) -> dict[str, int]:
+    """ZeRO++ hpZ's secondary partition of a part (review o): its share of the unit's by
+    parameters, the released and the persistent bytes each split so, so that the parts add up
+    to the unit's (a part holding its layer's whole secondary counted it once a part)."""
+    kept = _share(unit.hpz_persistent, lo, hi, total)
+    released = _share(unit.hpz_secondary - unit.hpz_persistent, lo, hi, total)
+    return {"hpz_secondary": released + kept, "hpz_persistent": kept}
 
 
 def _tiles(r: Resolved, unit, parts: list[int], room: float) -> list[int]:

@@ -6,6 +6,7 @@ The engine schedules each sharded unit's all-gather `simulation.prefetch_depth` 
 (tiersim/engine/schedule_passes.py): what no computation covers is exposed there, the
 step's first all-gather (nothing runs before layer 0's forward can start) and its last
 reduce-scatter (after the last backward, before the optimizer reads the gradient shards).
+FSDP2's one unit over the whole model (workload/whole_model.py) hides nothing: no SM share.
 Hidden is not free, and that is priced here:
 
 - SM contention: NCCL's all-gather and reduce-scatter kernels occupy SMs while they run
@@ -32,7 +33,8 @@ import dataclasses
 from typing import TYPE_CHECKING
 
 from tiersim.state.inventory import sharded_classes
-from tiersim.workload.comms import sm_share_s
+from tiersim.workload import whole_model
+from tiersim.workload.comms import alone_s, sm_share_s
 
 if TYPE_CHECKING:
     from tiersim.state.resolved import Resolved
@@ -46,8 +48,11 @@ def gathers_per_microbatch(r: Resolved) -> tuple[int, int]:
     """All-gathers of a sharded unit before its forward and before its backward: resharded
     after forward, it is gathered again; with `reshard_after_forward: false` FSDP2 keeps the
     forward's unsharded parameters until the unit's backward ("avoids the all-gather in
-    backward": fully_shard's docstring, torch/distributed/fsdp/_fully_shard/_fully_shard.py)."""
-    return 1, 0 if r.execution.parallel.reshard_after_forward is False else 1
+    backward": fully_shard's docstring, torch/distributed/fsdp/_fully_shard/_fully_shard.py).
+    The whole model as one unit (workload/whole_model.py) is the root: kept unless
+    `reshard_after_forward: true` is given."""
+    given = r.execution.parallel.reshard_after_forward
+    return 1, int(given is True if whole_model.applies(r) else given is not False)
 
 
 def fsdp_overheads_s(r: Resolved, unit: Unit) -> tuple[float, float]:
@@ -62,12 +67,14 @@ def fsdp_overheads_s(r: Resolved, unit: Unit) -> tuple[float, float]:
     hbm = r.machine.tiers[gpu.memory]
     rate = min(hbm.read_bw, hbm.write_bw) * gpu.memory_efficiency
     fwd_gathers, bwd_gathers = gathers_per_microbatch(r) if unit.dp_weights else (0, 0)
-    gather = sm_share_s(r, unit.dp_weights)
+    # the whole model's one gather and one reduce-scatter run with nothing beside them
+    share = 0.0 if whole_model.applies(r) else r.machine.gpu.collective_sm_share
+    gather = share * alone_s(r, unit.dp_weights)
     if fsdp2:
         gather += COPY_OUT_B * unit.weights_full / rate
     scatter = 0.0
     if unit.dp_gradients is not None and sharded_classes(r.execution.parallel)["gradients"]:
-        scatter = sm_share_s(r, unit.dp_gradients)
+        scatter = share * alone_s(r, unit.dp_gradients)
         if fsdp2:
             scatter += COPY_IN_B * unit.gradients_full / rate
     back = gather  # ZeRO++ hpZ: the backward's gathers within its group (workload/zeropp.py)

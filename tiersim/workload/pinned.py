@@ -36,6 +36,7 @@ from tiersim.config.schema import PRECISION_BYTES, Hardware
 from tiersim.state.buffers import largest_tensor_elements, offload_gradient_buffer_bytes
 from tiersim.state.inventory import Inventory, master_bytes, sharded_classes, stage_matrices
 from tiersim.state.resolved import Resolved
+from tiersim.state.sharding import held_gradient_precision
 from tiersim.state.zeropp import secondary_tensors
 
 FP32 = 4
@@ -84,7 +85,8 @@ def _class_tensor_bytes(res: Resolved, inv: Inventory, cls: str) -> list[int]:
     prec = res.execution.training.precision
     per_value = {
         "weights": PRECISION_BYTES[prec.weights],
-        "gradients": PRECISION_BYTES[prec.gradients],
+        # held as the update reads them: FSDP2 casts the reduced shard to the parameters' dtype
+        "gradients": PRECISION_BYTES[held_gradient_precision(res.execution.training)],
         "master": master_bytes(prec),
     }[cls]
     shards = Mesh.of(res.execution.parallel).dense_shard_ranks

@@ -61,3 +61,8 @@ class Unit:
     grad_shapes: tuple[tuple[int, int, int, int], ...] = ()
     hpz_secondary: int = 0  # bytes of ZeRO++ hpZ's secondary partition of it (state/zeropp.py)
     hpz_persistent: int = 0  # ... of which in persistent parameters
+    # FSDP2's one unit over the whole model (training.offload.fetch: model): on the unit that
+    # carries every unit's all-gather and reduce-scatter as one each (the first forward's and
+    # last backward's, workload/whole_model.py), the whole model's weight bytes homed on this
+    # GPU (the shard its gather reads from their home); 0 on every other unit
+    whole_model: int = 0

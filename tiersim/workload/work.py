@@ -62,6 +62,7 @@ from tiersim.workload.reduce_buckets import bucket_reduces
 from tiersim.workload.stage_times import bubble as stage_bubble
 from tiersim.workload.stage_times import chunk_units, chunks, compute_times
 from tiersim.workload.unit import Unit
+from tiersim.workload.whole_model import whole_model_grain
 from tiersim.workload.zeropp import qgz_shapes
 
 
@@ -333,6 +334,7 @@ def build_workload(
     cap = parts(("capacities",), lambda: capacities(r))
     stage_units = lambda k: parts(("units", k), lambda: _stage_units(r, model, k, cap))  # noqa: E731
     units, first_mats = stage_units(inv.stage)  # and the first layer's tensors
+    units = whole_model_grain(r, units)  # FSDP2's one unit over the whole model, if so
     every_mb = sharded_classes(par)["gradients"] and Mesh.of(par).group("data").size > 1
     held = inv.tiers[r.machine.gpu.memory].classes  # each class's part homed in GPU memory
     resident = sum(n for c, n in held.items() if c != "activations")  # workspace included
