@@ -52,6 +52,10 @@ class SecondaryWrites:
             for unit in c.wl.units
         ]
         self.names = [unit.name for unit in c.wl.units]
+        # the units whose releases are written (a fact: TrainingPasses skips every call if none)
+        self.writes = [
+            h != self.gpu and n > 0 for h, n in zip(self.homes, self.nbytes, strict=True)
+        ]
         self.pending: tuple[int, int, int, int] | None = None  # (unit, mb, step, its use)
 
     def fork(self) -> SecondaryWrites:
@@ -59,12 +63,9 @@ class SecondaryWrites:
         twin.__dict__.update(self.__dict__)  # the lists shared, never changed
         return twin
 
-    def _writes(self, u: int) -> bool:
-        return self.homes[u] != self.gpu and self.nbytes[u] > 0
-
     def released(self, u: int, mb: int, step: int, use: int, release: bool) -> None:
         """Unit u's use `use` added (`release`: its weights released after it): pending."""
-        if release and self._writes(u):
+        if release and self.writes[u]:
             self.pending = (u, mb, step, use)
 
     def kept(self, u: int) -> None:

@@ -34,7 +34,7 @@ FORWARD, RECOMPUTE, BACKWARD = Role.FORWARD, Role.RECOMPUTE, Role.BACKWARD
 FACTS = (  # what TrainingPasses.__init__ works out from the context, never changed after
     "c units alone first_stage homes is_streamed keeps offloads reads_back scatters gradients_stay "
     "last_microbatch forward_alloc backward_alloc in_stream host_adds blocking_out reduce_kind "
-    "once release_free backward_free buckets"
+    "once release_free backward_free buckets hpz_on"
 )
 
 
@@ -45,9 +45,7 @@ class TrainingPasses:
     def __init__(self, c: Context, ops: OpList, ready: Readiness):
         self.c, self.ops, self.ready = c, ops, ready
         self.uses, self.use_units = [], []  # GPU op index that ends each use (all steps), unit
-        # per step: the op index where each forward or backward of the stage's order begins
-        # (tiersim.engine.steady checks that periods repeat)
-        self.order_starts: list[list[int]] = []
+        self.order_starts: list[list[int]] = []  # each step's passes' first ops (engine/steady.py)
         # what every micro-batch asks of the context and the units, worked out once
         n = len(c.wl.units)
         self.units, self.alone = c.wl.units, [alone_unit(u) for u in c.wl.units]  # MoE's
@@ -63,6 +61,7 @@ class TrainingPasses:
         self.keeps = [keep and u.dp_weights is not None for u in c.wl.units]
         self.kept: dict[int, list] = {}  # unit -> [its gather, the use holding its free, users]
         self.swap, self.hpz = ParamSwapIn(c), SecondaryWrites(c)  # hpZ's: engine/hpz_offload.py
+        self.hpz_on = any(self.hpz.writes)  # none written (no hpZ, or on the GPU): no calls
         gpu, self.once = c.gpu, host_partition(c.res.execution)  # ZeRO-1's: written once a step
         self.offloads = [
             h["activations"] != gpu and c.wl.units[u].activations > 0
@@ -141,7 +140,10 @@ class TrainingPasses:
             self.hpz.kept(u)  # (nor is its hpZ secondary partition written)
             return None, True  # still held from the previous use (the whole model resharded)
         whole = unit.dp_weights is None
-        collective, part = gather_source(unit, tag, mb)  # ZeRO++ hpZ's secondary, or the primary
+        if unit.dp_weights_secondary is None:  # the primary (`gather_source`'s, no call)
+            collective, part = unit.dp_weights, unit.homed["weights"]
+        else:  # ZeRO++ hpZ's secondary, or the primary
+            collective, part = gather_source(unit, tag, mb)
         nbytes = unit.weights_full if whole else unit.whole_model or part  # the whole's shard
         # DeepSpeed reads a partition from NVMe a use ahead of the rest (engine/param_swap.py)
         home, swapped = self.swap.source(self.ops, u, step, (tag, mb), nbytes, ready, self.uses)
@@ -214,11 +216,13 @@ class TrainingPasses:
         label, alloc = ("forward {} mb{}", unit.name, mb), self.forward_alloc[u]
         free = self.release_free[u] if release and not held else ()
         deps, duration = (w, embedding), unit.forward_s
-        self.hpz.flush(ops)  # the previous use's release written before this use runs
+        if self.hpz_on:  # the previous use's release written before this use runs
+            self.hpz.flush(ops)
         op = ops.add(Op(GPU, FORWARD, label, step, deps, duration, 0, "", "", alloc, free))
         if release and held:
             self.release_weights(u, held, op)
-        self.hpz.released(u, mb, step, op, release)
+        if self.hpz_on:
+            self.hpz.released(u, mb, step, op, release)
         self.uses.append(op)  # the use ends here (inline: a call per op costs)
         self.use_units.append(u)
         # blocking: expert (first: an overlapped all-to-all's wait runs from this op's end,
@@ -236,15 +240,8 @@ class TrainingPasses:
         if not self.offloads[u]:
             return None  # nothing to move (`OpList.move`)
         unit, home = self.c.wl.units[u], self.homes[u]["activations"]
-        op = self.ops.move(
-            "activations",
-            ("offload activations {} mb{}", unit.name, mb),
-            step,
-            self.c.gpu,
-            home,
-            unit.activations,
-            [fwd],
-        )
+        label = ("offload activations {} mb{}", unit.name, mb)
+        op = self.ops.move("activations", label, step, self.c.gpu, home, unit.activations, [fwd])
         if op is not None:
             self.ops.free_after(op, self.c.gpu, unit.activations)
             if self.blocking_out:
@@ -275,13 +272,15 @@ class TrainingPasses:
         deps = (w, op) if acts is None and grad_read is None else (w, acts, grad_read, op)
         alloc = self.backward_alloc[u]  # free: the weights too, if streamed and not held
         free = self.backward_free[u] if streamed and not held else self.forward_alloc[u]
-        self.hpz.flush(ops)  # as in forward
+        if self.hpz_on:  # as in forward
+            self.hpz.flush(ops)
         op = ops.add(Op(GPU, BACKWARD, label, step, deps, unit.backward_s, 0, "", "", alloc, free))
         if streamed and held:
             self.release_weights(u, held, op)
         elif self.keeps[u]:
             self._reshard_kept(u, op)
-        self.hpz.released(u, mb, step, op, streamed)
+        if self.hpz_on:
+            self.hpz.released(u, mb, step, op, streamed)
         self.uses.append(op)  # the use ends here (inline: a call per op costs)
         self.use_units.append(u)
         for comm in (unit.ep_backward, unit.tp_backward, unit.cp_backward):  # as forward's
