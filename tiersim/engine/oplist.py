@@ -154,17 +154,15 @@ class OpList:
         alloc_dst: bool = True,
         copy: bool = False,
         role: Role = Role.STATE,
-        free: tuple = (),
     ) -> int | None:
-        """Move `nbytes` of a class between tiers; a no-op within one tier unless `copy`;
-        `free`: what it frees when it ends (as `free_after` on it would, without the call)."""
+        """Move `nbytes` of a class between tiers; a no-op within one tier unless `copy`."""
         if cls not in BY_NAME:
             raise ValueError(f"no state class {cls!r} to move")
         if (src == dst and not copy) or nbytes <= 0:
             return None
         alloc = ((dst, nbytes),) if alloc_dst else ()
         # Op's fields in order, as in `net`
-        op = Op(MOVE, role, label, step, deps, 0.0, nbytes, src, dst, alloc, free, None, 0.0, cls)
+        op = Op(MOVE, role, label, step, deps, 0.0, nbytes, src, dst, alloc, (), None, 0.0, cls)
         return self.add(op)
 
     def net(
