@@ -56,6 +56,21 @@ def test_kept_after_forward_gathers_once_and_holds_every_layer_into_backward(run
     assert runs[True].tiers["hbm"].peak_bytes == 4e9 + 2 * LAYER + 2 * LAYER
 
 
+@pytest.mark.parametrize("reshard", [True, False])
+def test_each_micro_batch_gathers_the_first_layer_again(reshard):
+    # FSDP2 reshards every group after its backward (reshard_after_backward, True:
+    # _fsdp_param_group.py 223, post_backward 636-637), so micro-batch 1's forward gathers
+    # layer 0 again though micro-batch 0's backward ended with it (tiersim held it before).
+    # 2 layers of 1e9 fp32 parameters (4 GB a layer), data 8, 2 micro-batches: each all-gather
+    # or reduce-scatter 3.5 GB; a micro-batch 2 forward gathers (+ 2 backward gathers where
+    # resharded after forward) + 2 reduce-scatters: 6 (4) x 2 = 12 (8) x 3.5 GB = 42 (28) GB
+    par = {"data": 8, "zero_stage": 3, "reshard_after_forward": reshard}
+    model = {"parameters": 2_000_000_000, "layers": 2}
+    training = {"framework": "fsdp", "grad_accumulation": 2}
+    r = simulate(scenario(tiny(model=model, parallel=par, training=training)))
+    assert r.links["nvlink"].bytes == pytest.approx((12 if reshard else 8) * SENT)
+
+
 # --- the memory timeline (tiersim/state/step_memory.py) on a tiny transformer ---------------
 
 TINY = {

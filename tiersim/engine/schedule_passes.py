@@ -34,7 +34,7 @@ FORWARD, RECOMPUTE, BACKWARD = Role.FORWARD, Role.RECOMPUTE, Role.BACKWARD
 FACTS = (  # what TrainingPasses.__init__ works out from the context, never changed after
     "c units alone first_stage homes is_streamed keeps offloads reads_back scatters gradients_stay "
     "last_microbatch forward_alloc backward_alloc in_stream host_adds blocking_out reduce_kind "
-    "once release_free backward_free buckets"
+    "once release_free backward_free buckets regathers"
 )
 
 
@@ -52,9 +52,9 @@ class TrainingPasses:
         n = len(c.wl.units)
         self.units, self.alone = c.wl.units, [alone_unit(u) for u in c.wl.units]  # MoE's
         self.first_stage = c.wl.stage == 0
-        self.homes = [c.home_of(u) for u in range(n)]
+        self.homes, fw = [c.home_of(u) for u in range(n)], c.res.execution.training.framework
         one = any(u.whole_model for u in c.wl.units)  # the whole model: its carrier fetches it
-        self.is_streamed = [self._streamed(u, one) for u in range(n)]
+        self.is_streamed, self.regathers = [self._streamed(u, one) for u in range(n)], fw == "fsdp"
         # FSDP2's reshard_after_forward=False (and the whole model's root: whole_model.py): a
         # unit gathered by a forward stays whole to its backward, no all-gather there, then
         # resharded (_fsdp_param_group.py: `reshard` returns in FORWARD when not resharding
@@ -133,11 +133,14 @@ class TrainingPasses:
     def fetch_weights(self, u: int, step: int, tag: str, mb: int) -> tuple[int | None, bool]:
         """Bring unit u's full weights into GPU memory for the next use (`tag`: fwd or bwd,
         of micro-batch `mb`), unless still held: its home shard (or all of it) over the
-        tiers, then the all-gather of the rest."""
+        tiers, then the all-gather of the rest. FSDP2 reshards each unit after its backward
+        (`reshard_after_backward` True: _fsdp_param_group.py 223, 636-637): the next
+        micro-batch's forward of the unit whose backward ran last gathers it again."""
         if not self.is_streamed[u]:
             return self.ready.weights[u], False
         unit, ready = self.c.wl.units[u], self.ready.weights[u]
-        if self.use_units and self.use_units[-1] == u and not unit.whole_model:
+        again = self.regathers and tag == "fwd"  # FSDP2 reshards after backward (docstring)
+        if self.use_units and self.use_units[-1] == u and not unit.whole_model and not again:
             self.hpz.kept(u)  # (nor is its hpZ secondary partition written)
             return None, True  # still held from the previous use (the whole model resharded)
         whole = unit.dp_weights is None
@@ -236,15 +239,8 @@ class TrainingPasses:
         if not self.offloads[u]:
             return None  # nothing to move (`OpList.move`)
         unit, home = self.c.wl.units[u], self.homes[u]["activations"]
-        op = self.ops.move(
-            "activations",
-            ("offload activations {} mb{}", unit.name, mb),
-            step,
-            self.c.gpu,
-            home,
-            unit.activations,
-            [fwd],
-        )
+        label = ("offload activations {} mb{}", unit.name, mb)
+        op = self.ops.move("activations", label, step, self.c.gpu, home, unit.activations, [fwd])
         if op is not None:
             self.ops.free_after(op, self.c.gpu, unit.activations)
             if self.blocking_out:
