@@ -91,6 +91,20 @@ FP32 = {"weights": "fp32", "gradients": "fp32", "master": "none", "optimizer": "
 LAYER_B, REST_B = 41_088 * 4, 128_064 * 4
 
 
+@pytest.mark.parametrize("given, root_gathers", [(None, 1), (True, 2)])
+def test_the_root_unit_is_gathered_again_for_its_backward_where_given_true(given, root_gathers):
+    # torch 2.13's _lazy_init keeps the root (embeddings, final norm, head) unsharded from
+    # forward to backward only where fully_shard was called without reshard_after_forward
+    # (_fsdp_state.py 203-207); Accelerate passes true (fsdp_utils.py fsdp2_prepare_model):
+    # its backward gathers the root again. On data 8, fp32, one micro-batch: each layer 2
+    # all-gathers + 1 reduce-scatter of 164,352 B x 7/8 = 143,808 B, 4 layers: 1,725,696 B;
+    # the root `root_gathers` all-gathers + 1 reduce-scatter of 512,256 x 7/8 = 448,224 B
+    training = {"seq_len": 128, "precision": FP32, "workspace": "0 B", "framework": "fsdp"}
+    par = {"data": 8, "zero_stage": 3, "reshard_after_forward": given}
+    r = simulate(scenario({"name": "t", "model": TINY, "training": training, "parallel": par}))
+    assert r.links["nvlink"].bytes == 1_725_696 + (root_gathers + 1) * 448_224
+
+
 def gathered_live(reshard: bool):
     """(this GPU's weights at rest, gathered bytes live after each event, the moments)."""
     training = {"seq_len": 128, "precision": FP32, "workspace": "0 B", "framework": "fsdp"}
