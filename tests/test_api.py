@@ -163,3 +163,33 @@ def test_api_import_configs():
 
     loaded = api.import_configs(FRAMEWORKS / "llama3_70b.toml", gpus=64, hardware="dgx-a100")
     assert loaded.scenario.parallel.tensor == 8 and loaded.scenario.model.preset == "llama-3-70b"
+
+
+def test_inventory_table_has_the_gpu_gradients_row_of_zero1_with_the_cpu_optimizer():
+    # DeepSpeed ZeRO-1, CPU optimizer, bf16, 10^9 parameters over data 4 (the CLI's row,
+    # tests/test_review_2026_12_07_m2.py): the host's gradient partition 2 B x 10^9 / 4 = 5e8,
+    # the whole bf16 gradients the GPU accumulates 2 B x 10^9 = 2e9 in hbm; the rows add up to
+    # the per-GPU total 2e9 + 5e8 + 2e9 + 1e9 (master 4e9 / 4) + 2e9 (Adam 8e9 / 4) + 4e8 = 7.9e9
+    from tiersim import api
+
+    loaded = api.build(
+        {
+            "name": "z1",
+            "model": {"parameters": 10**9, "layers": 4, "activation_bytes_per_layer": "100 MB"},
+            "training": {"framework": "deepspeed", "workspace": "0 B", "precision": {
+                "weights": "bf16", "gradients": "bf16", "master": "fp32", "optimizer": "fp32"}},
+            "parallel": {"data": 4, "zero_stage": 1},
+            "placement": {"gradients": "dram", "master": "dram", "optimizer": "dram",
+                          "optimizer_compute": "cpu"},
+            "hardware": {"preset": "dgx-h100"},
+        }
+    )  # fmt: skip
+    rows = api.inventory_table(loaded).to_pylist()
+    assert [r["class"] for r in rows][:3] == ["weights", "gradients", "gradients (GPU)"]
+    got = {r["class"]: (r["bytes_per_gpu"], r["home"]) for r in rows}
+    assert got["gradients"] == (5 * 10**8, "dram")
+    assert got["gradients (GPU)"] == (2 * 10**9, "hbm")
+    assert sum(r["bytes_per_gpu"] for r in rows) == 79 * 10**8
+    # without the CPU optimizer there is no such row (the GPU's gradients are the class's)
+    plain = api.inventory_table(api.build({**loaded.resolved, "placement": {}})).to_pylist()
+    assert "gradients (GPU)" not in {r["class"] for r in plain}

@@ -190,13 +190,21 @@ def run(loaded: Loaded | str | Path, record: bool = False) -> Run:
 
 
 def inventory_table(loaded: Loaded) -> Any:
-    """One row a state class: its bytes per GPU and its home tier (no simulation)."""
+    """One row a state class: its bytes per GPU and its home tier (no simulation); after
+    `gradients`, a `gradients (GPU)` row where the GPU keeps the whole gradients beside the
+    host's partition (DeepSpeed ZeRO-1 with the CPU optimizer), as `tiersim inventory` has."""
+    from tiersim.report.inventory_note import GPU_GRADIENTS
+
     inv = inventory(loaded)
     homes = loaded.scenario.placement.model_dump()
     rows = [
         {"class": cls, "bytes_per_gpu": inv.per_gpu[cls], "home": homes.get(cls, "hbm")}
         for cls in ("weights", "gradients", "master", "optimizer", "activations", "workspace")
     ]
+    if inv.per_gpu.gpu_gradients:
+        gpu = loaded.scenario.hardware.gpu.memory
+        row = {"class": GPU_GRADIENTS, "bytes_per_gpu": inv.per_gpu.gpu_gradients, "home": gpu}
+        rows.insert(2, row)
     return _table(rows)
 
 

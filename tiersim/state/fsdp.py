@@ -9,7 +9,8 @@ every rank holds the padded total. Adam's exp_avg and exp_avg_sq have the unpadd
 its `step` is one fp32 scalar per parameter tensor (tiersim's optimizer class leaves it out).
 
 Shapes are the PyTorch layout of tiersim's modules and of transformers' Llama: nn.Linear's
-weight is (out, in), an embedding (vocab, hidden), a norm's weight and bias (hidden,).
+weight is (out, in), an embedding (vocab, hidden), a norm's weight and bias (hidden,); of
+transformers' GPT-2 (Transformer.qkv_as_one): Conv1D's weight (in, out), q, k, v one c_attn.
 """
 
 from __future__ import annotations
@@ -34,19 +35,34 @@ def _norm(m: Transformer) -> list[Shape]:
     return [Shape(m.hidden, 1)] * (2 if m.norm == "layernorm" else 1)
 
 
+def _conv1d(inp: int, out: int, bias: bool) -> list[Shape]:
+    """transformers' Conv1D (GPT-2): weight [in, out], the transpose of nn.Linear's."""
+    return [Shape(inp, out), *([Shape(out, 1)] if bias else [])]
+
+
+def gpt2_layer_shapes(m: Transformer) -> list[Shape]:
+    """transformers' GPT2Block: ln_1, attn.c_attn (q, k, v fused: Conv1D(3h, h)), attn.c_proj,
+    ln_2, mlp.c_fc, mlp.c_proj, every Conv1D with its bias (modeling_gpt2.py)."""
+    q, kv, h, f = m.heads * m.head_dim, m.kv_heads * m.head_dim, m.hidden, m.ffn_hidden
+    attn = _conv1d(h, q + 2 * kv, m.qkv_bias) + _conv1d(q, h, m.attn_out_bias)
+    return [*_norm(m), *attn, *_norm(m), *_conv1d(h, f, m.mlp_bias), *_conv1d(f, h, m.mlp_bias)]
+
+
 def layer_shapes(m: Transformer) -> list[Shape]:
     """One decoder layer: norms, q/k/v/o projections, the MLP (gate, up, down)."""
+    if m.qkv_as_one and m.fused_qkv:
+        return gpt2_layer_shapes(m)
     q, kv, h, f = m.heads * m.head_dim, m.kv_heads * m.head_dim, m.hidden, m.ffn_hidden
-    mlp = [*_linear(f, h, m.mlp_bias)] * (2 if m.gated_mlp else 1) + _linear(h, f, m.mlp_bias)
-    return [
-        *_norm(m),
-        *_linear(q, h, m.qkv_bias),
-        *_linear(kv, h, m.qkv_bias),
-        *_linear(kv, h, m.qkv_bias),
-        *_linear(h, q, m.attn_out_bias),
-        *_norm(m),
-        *mlp,
-    ]
+    if m.gate_up_as_one:  # Phi-3's gate_up_proj [2f, h]
+        up = _linear(2 * f, h, m.mlp_bias)
+    else:
+        up = [*_linear(f, h, m.mlp_bias)] * (2 if m.gated_mlp else 1)
+    if m.qkv_as_one:  # Phi-3's qkv_proj [q + 2kv, h]
+        qkv = _linear(q + 2 * kv, h, m.qkv_bias)
+    else:
+        qkv = _linear(q, h, m.qkv_bias) + _linear(kv, h, m.qkv_bias) * 2
+    attn = qkv + _linear(h, q, m.attn_out_bias)
+    return [*_norm(m), *attn, *_norm(m), *up, *_linear(h, f, m.mlp_bias)]
 
 
 def rest_shapes(m: Transformer) -> list[Shape]:

@@ -104,8 +104,12 @@ class Latent:
     v: int
 
 
-def mlp_matrices(h: int, f: int, gated: bool, bias: bool) -> list[Matrix]:
-    """A dense MLP of width f: up (and gate) column-parallel, down row-parallel."""
+def mlp_matrices(h: int, f: int, gated: bool, bias: bool, gate_up: bool = False) -> list[Matrix]:
+    """A dense MLP of width f: up (and gate) column-parallel, down row-parallel; `gate_up`:
+    gate and up held as one [2f, h] (Phi-3's gate_up_proj), its bias one [2f]."""
+    if gate_up and gated:
+        mats = [Matrix(h, 2 * f), Matrix(h, f, down_every=1)]
+        return mats + ([Matrix(2 * f, 1), Matrix(h, 1, tensor_split=False)] if bias else [])
     per = 3 if gated else 2
     mats = [Matrix(h, f, per, down_every=per)]
     if bias:

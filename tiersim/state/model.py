@@ -40,8 +40,11 @@ from tiersim.state.transformer_shape import TransformerShape
 __all__ = ["GenericModel", "Matrix", "Model", "ModelUnit", "Transformer", "build_model"]
 
 
-# transformers' GPT-2 (c_attn) and Megatron-LM's GPT (query_key_value) hold q, k and v in one
-# tensor; the others (Llama, Mistral, Qwen, ...) in three
+# transformers' GPT-2 (c_attn: Conv1D(3h, h), one weight [h, 3h] and one bias [3h]) and
+# Megatron-LM's GPT (query_key_value) hold q, k and v in one tensor; the others (transformers'
+# Llama, Mistral, Qwen, ...) in three. Listed as one under implementation: huggingface
+# (Transformer.qkv_as_one, state/resolved.py); under megatron the listing keeps three and
+# workload/cpu_optimizer.py counts them as one
 FUSED_QKV_FAMILIES = ("gpt2", "gpt")
 
 
@@ -127,9 +130,12 @@ class Transformer(TransformerShape):
         h, q, kv = self.hidden, self.heads * self.head_dim, self.kv_heads * self.head_dim
         if self.mla is not None:
             return ly.latent_matrices(h, self.heads, self.mla, self.qkv_bias or self.attn_out_bias)
-        mats = [Matrix(h, q), Matrix(h, kv, 2), Matrix(q, h, split_rows=True)]
-        if self.qkv_bias:
-            mats += [Matrix(q, 1), Matrix(kv, 1, 2)]
+        if self.qkv_as_one:  # one weight [h, q + 2kv] and one bias, as they are held
+            mats = [Matrix(h, q + 2 * kv), Matrix(q, h, split_rows=True)]
+            mats += [Matrix(q + 2 * kv, 1)] if self.qkv_bias else []
+        else:
+            mats = [Matrix(h, q), Matrix(h, kv, 2), Matrix(q, h, split_rows=True)]
+            mats += [Matrix(q, 1), Matrix(kv, 1, 2)] if self.qkv_bias else []
         if self.attn_out_bias:
             mats.append(Matrix(h, 1, tensor_split=False))  # row-parallel bias is replicated
         if self.qk_norm:  # one RMSNorm over head_dim each for queries and keys
@@ -142,7 +148,7 @@ class Transformer(TransformerShape):
         if self.is_moe(index):
             mlp = ly.moe_matrices(h, self.moe, gated, bias)
         else:
-            mlp = ly.mlp_matrices(h, self.ffn_hidden, gated, bias)
+            mlp = ly.mlp_matrices(h, self.ffn_hidden, gated, bias, self.gate_up_as_one)
         return self.attention_matrices() + mlp + self._norm(4 if self.post_norms else 2)
 
     def embedding_matrices(self) -> list[Matrix]:

@@ -47,8 +47,21 @@ def resolve(s: Scenario) -> Resolved:
 def padded_model(s: Scenario) -> Model:
     """The scenario's model with the vocabulary its framework pads it to (config/vocab_padding.py):
     the embedding, the output layer, the logits and the loss all hold the padded rows."""
-    model = build_model(s.model)
+    model = held_model(s, build_model(s.model))
     vocab = scenario_vocab(s)
     if model.vocab is None or vocab is None or vocab == model.vocab:  # generic: no vocabulary
         return model
     return replace(model, vocab=vocab, tokenizer_vocab=model.vocab)
+
+
+def held_model(s: Scenario, model: Model) -> Model:
+    """The model with its tensors listed as the implementation holds them: under
+    `huggingface`, transformers' GPT-2 fuses q, k, v into c_attn (modeling_gpt2.py
+    `Conv1D(3 * self.embed_dim, self.embed_dim)`), Phi-3 into qkv_proj and gate and up into
+    gate_up_proj (modeling_phi3.py); the other families hold them apart."""
+    if s.training.implementation != "huggingface" or not hasattr(model, "qkv_as_one"):
+        return model
+    phi3 = s.model.family == "phi3"
+    if getattr(model, "fused_qkv", False) or phi3:
+        return replace(model, qkv_as_one=True, gate_up_as_one=phi3 and model.gated_mlp)
+    return model

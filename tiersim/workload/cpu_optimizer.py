@@ -60,7 +60,8 @@ def partition_tensors(
     a fused q/k/v holds as one (Model.fused_qkv, whole layers), times the share of the unit's
     parameters the rank updates (a ZeRO partition holds whole tensors but one)."""
     n = sum(m.count for m in mats)
-    if whole_layer and getattr(r.model, "fused_qkv", False):
+    as_three = getattr(r.model, "fused_qkv", False) and not r.model.qkv_as_one  # listed apart
+    if whole_layer and as_three:
         n -= 2 * (2 if r.model.qkv_bias else 1)  # q, k, v weights (and biases) as one each
     return max(n, 0) * share
 
