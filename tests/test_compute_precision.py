@@ -41,15 +41,19 @@ def test_fsdp_mixed_precision_rests_in_fp32_and_gathers_bf16():
     assert layer.dp_weights is not None and layer.dp_weights.nbytes == LAYER * 2 * 7 / 8
 
 
-def test_fsdp_reduce_scatters_the_gradient_in_the_compute_precision():
-    # FSDP2's MixedPrecisionPolicy: autograd's gradient is bf16 (param_dtype) and, with
-    # reduce_dtype unset, reduced in bf16; the reduced shard is cast to the fp32 sharded
-    # parameter's dtype after (torch 2.13 _fsdp_collectives.py foreach_reduce). A ring
-    # reduce-scatter sends (N-1)/N of the buffer: bf16 LAYER * 2 * 7/8; fp32 without FSDP.
+def test_fsdp_reduce_scatters_the_gradient_in_its_reduce_dtype():
+    # FSDP2's MixedPrecisionPolicy (torch 2.13 _fsdp_collectives.py foreach_reduce): autograd's
+    # gradient is bf16 (param_dtype), reduced in reduce_dtype, which tiersim reads from
+    # training.precision.gradients (fsdpacc), and the reduced shard cast to the fp32 sharded
+    # parameter's dtype after. A ring reduce-scatter sends (N-1)/N of the buffer: fp32 reduce
+    # LAYER * 4 * 7/8, bf16 reduce LAYER * 2 * 7/8; the kept shard fp32 (4 B) either way.
     mixed = {"weights": "fp32", "gradients": "fp32", "master": "none", "compute": "bf16"}
     layer = build_workload(resolve(llama(mixed, "fsdp"))).units[0]
-    assert layer.dp_gradients is not None and layer.dp_gradients.nbytes == LAYER * 2 * 7 / 8
+    assert layer.dp_gradients is not None and layer.dp_gradients.nbytes == LAYER * 4 * 7 / 8
     assert layer.homed["gradients"] == LAYER * 4 // 8  # the fp32 shard kept
+    bf16_reduce = build_workload(resolve(llama({**mixed, "gradients": "bf16"}, "fsdp"))).units[0]
+    assert bf16_reduce.dp_gradients.nbytes == LAYER * 2 * 7 / 8
+    assert bf16_reduce.homed["gradients"] == LAYER * 4 // 8  # still the parameters' fp32
     generic = build_workload(resolve(llama(mixed))).units[0]
     assert generic.dp_gradients is not None and generic.dp_gradients.nbytes == LAYER * 4 * 7 / 8
 

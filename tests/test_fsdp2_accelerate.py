@@ -31,8 +31,11 @@ from tiersim.state.step_memory import build_events
 def mixed(shape: dict, recompute: str, reduce: str = "bf16", whole: bool = False) -> dict:
     """2 ranks, fp32 parameters (the optimizer's master: no other), computed in bf16, reduced
     in `reduce`: Accelerate's `mixed_precision: bf16` (reduce bf16), torchtitan's default
-    (reduce fp32); `whole`: one FSDP unit over the whole model (Accelerate's NO_WRAP)."""
+    (reduce fp32); `whole`: one FSDP unit over the whole model (Accelerate's NO_WRAP, with
+    the reshard_after_forward=True it passes to the root: fsdp_utils.py `fsdp2_prepare_model`)."""
     raw = whole_model(shape, recompute, "fp32") if whole else fsdp_raw(shape, recompute, "fp32", 2)
+    if whole:
+        raw["parallel"]["reshard_after_forward"] = True
     raw["training"]["precision"] = {
         "weights": "fp32",
         "gradients": reduce,
@@ -153,6 +156,63 @@ def test_one_unit_over_the_whole_model_gathered_once_and_reduced_once():
     ]
 
 
+def test_an_explicit_reshard_frees_the_whole_model_after_the_forward():
+    """Accelerate's NO_WRAP: `fully_shard(model, reshard_after_forward=True)` (fsdp_utils.py
+    `fsdp2_prepare_model` passes the plugin's value, true by default), which torch's
+    `_lazy_init` leaves to the root (it clears `post_forward_mesh_info` only where the argument
+    was not given): the whole model, 147,776 x 4 = 591,104 B, freed by the root's post-forward
+    with its buffer, then all-gathered again by its pre-backward (buffer and copy-out, the
+    buffer freed at once), held to the end of the backward."""
+    raw = whole_model(DENSE, "none", "fp32")
+    raw["parallel"]["reshard_after_forward"] = True
+    events = _events(raw)
+    whole = 591_104
+    gathers = [(e.moment, e.part, e.nbytes, e.alloc) for e in events if e.part in (AG, GATHERED)]
+    assert gathers == [
+        ("forward: embeddings", AG, whole, True),
+        ("forward: embeddings", GATHERED, whole, True),
+        ("forward: loss", AG, whole, False),
+        ("forward: loss", GATHERED, whole, False),
+        ("backward: loss", AG, whole, True),
+        ("backward: loss", GATHERED, whole, True),
+        ("backward: loss", AG, whole, False),
+        ("backward: embeddings", GATHERED, whole, False),
+    ]
+
+
+def test_an_explicit_reshard_frees_the_root_group_at_the_layer_grain():
+    """Accelerate's TRANSFORMER_BASED_WRAP gives the root (embeddings, final norm, head) the
+    same explicit True: its group, 65,600 x 4 = 262,400 B, freed after the forward and gathered
+    again as the backward starts, before the last layer's prefetch; left unset (plain
+    fully_shard on the root), held from the forward to the end of the backward."""
+    root = 65_600 * 4
+
+    def root_events(given):
+        raw = fsdp_raw(DENSE, "none", "fp32", 2)
+        raw["parallel"]["reshard_after_forward"] = given
+        keys = (AG, GATHERED)
+        return [
+            (e.moment, e.part, e.alloc) for e in _events(raw) if e.part in keys and e.nbytes == root
+        ]
+
+    assert root_events(True) == [
+        ("forward: embeddings", AG, True),
+        ("forward: embeddings", GATHERED, True),
+        ("forward: layer 0", AG, False),
+        ("forward: loss", GATHERED, False),
+        ("backward: loss", AG, True),
+        ("backward: loss", GATHERED, True),
+        ("backward: loss", AG, False),
+        ("backward: embeddings", GATHERED, False),
+    ]
+    assert root_events(None) == [
+        ("forward: embeddings", AG, True),
+        ("forward: embeddings", GATHERED, True),
+        ("forward: layer 0", AG, False),
+        ("backward: embeddings", GATHERED, False),
+    ]
+
+
 def test_a_whole_model_unit_is_fsdp2s_alone():
     """`training.offload.fetch: model` under DeepSpeed: noted, taken as a layer."""
     from tiersim.config.framework import offload_notes, offload_plan
@@ -223,7 +283,9 @@ def test_measured_whole_model_unit_within_3_percent(measured):
     (-0.52 %, the backward); a layer a unit predicted 6,647,040 B for it (-6.9 %). By hand
     (not in the suite): the dense model without recompute in fp32, 4,190,736 B measured,
     4,191,756 B predicted (+0.02 %, the forward: the whole model gathered beside the loss),
-    3,698,444 B a layer a unit (-11.7 %)."""
+    3,698,444 B a layer a unit (-11.7 %). With the root's explicit reshard_after_forward=True
+    (Accelerate's, accreshard) both cells measure and predict the same bytes as without: the
+    peaks are in the backward and the forward, the root resharded only between them."""
     from tiersim.groundtruth.step_timeline import predicted_peaks, predicted_timeline
 
     _, _, step = measured

@@ -56,6 +56,21 @@ def test_kept_after_forward_gathers_once_and_holds_every_layer_into_backward(run
     assert runs[True].tiers["hbm"].peak_bytes == 4e9 + 2 * LAYER + 2 * LAYER
 
 
+@pytest.mark.parametrize("reshard", [True, False])
+def test_each_micro_batch_gathers_the_first_layer_again(reshard):
+    # FSDP2 reshards every group after its backward (reshard_after_backward, True:
+    # _fsdp_param_group.py 223, post_backward 636-637), so micro-batch 1's forward gathers
+    # layer 0 again though micro-batch 0's backward ended with it (tiersim held it before).
+    # 2 layers of 1e9 fp32 parameters (4 GB a layer), data 8, 2 micro-batches: each all-gather
+    # or reduce-scatter 3.5 GB; a micro-batch 2 forward gathers (+ 2 backward gathers where
+    # resharded after forward) + 2 reduce-scatters: 6 (4) x 2 = 12 (8) x 3.5 GB = 42 (28) GB
+    par = {"data": 8, "zero_stage": 3, "reshard_after_forward": reshard}
+    model = {"parameters": 2_000_000_000, "layers": 2}
+    training = {"framework": "fsdp", "grad_accumulation": 2}
+    r = simulate(scenario(tiny(model=model, parallel=par, training=training)))
+    assert r.links["nvlink"].bytes == pytest.approx((12 if reshard else 8) * SENT)
+
+
 # --- the memory timeline (tiersim/state/step_memory.py) on a tiny transformer ---------------
 
 TINY = {
@@ -74,6 +89,20 @@ FP32 = {"weights": "fp32", "gradients": "fp32", "master": "none", "optimizer": "
 # 2 x 64 = 41,088 values, 4 B each = 164,352 B; the rest: embeddings 1000 x 64 + head
 # 64 x 1000 + final norm 64 = 128,064 values = 512,256 B
 LAYER_B, REST_B = 41_088 * 4, 128_064 * 4
+
+
+@pytest.mark.parametrize("given, root_gathers", [(None, 1), (True, 2)])
+def test_the_root_unit_is_gathered_again_for_its_backward_where_given_true(given, root_gathers):
+    # torch 2.13's _lazy_init keeps the root (embeddings, final norm, head) unsharded from
+    # forward to backward only where fully_shard was called without reshard_after_forward
+    # (_fsdp_state.py 203-207); Accelerate passes true (fsdp_utils.py fsdp2_prepare_model):
+    # its backward gathers the root again. On data 8, fp32, one micro-batch: each layer 2
+    # all-gathers + 1 reduce-scatter of 164,352 B x 7/8 = 143,808 B, 4 layers: 1,725,696 B;
+    # the root `root_gathers` all-gathers + 1 reduce-scatter of 512,256 x 7/8 = 448,224 B
+    training = {"seq_len": 128, "precision": FP32, "workspace": "0 B", "framework": "fsdp"}
+    par = {"data": 8, "zero_stage": 3, "reshard_after_forward": given}
+    r = simulate(scenario({"name": "t", "model": TINY, "training": training, "parallel": par}))
+    assert r.links["nvlink"].bytes == 1_725_696 + (root_gathers + 1) * 448_224
 
 
 def gathered_live(reshard: bool):

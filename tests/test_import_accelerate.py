@@ -73,6 +73,7 @@ def test_accelerate_fsdp2_tensor_parallel_hsdp_example():
     assert (s.parallel.tensor, s.parallel.context) == (2, 1)
     assert s.parallel.data == 8 // 2  # the world over tp: replicate 2 x shard 2
     assert (s.parallel.zero_stage, s.parallel.shard_group) == (3, 2)  # HSDP: shard within 2
+    assert s.parallel.reshard_after_forward is True  # given to every fully_shard, the root's
 
 
 def test_accelerate_fsdp2_offload_checkpointing_fp16_on_two_nodes(tmp_path):
@@ -102,6 +103,22 @@ def test_accelerate_fsdp2_offload_checkpointing_fp16_on_two_nodes(tmp_path):
     assert s.training.recompute == "full" and s.training.precision.compute == "fp16"
     # FSDP2 reads no sharding strategy: noted, not applied
     assert "fsdp_sharding_strategy: FULL_SHARD: not read under fsdp_version 2" in _notes(imp)
+
+
+def test_accelerate_fsdp2_reshard_is_passed_to_every_fully_shard(tmp_path):
+    # fsdp_utils.py `fsdp2_prepare_model` (accelerate at 00b1b18) passes the plugin's
+    # reshard_after_forward (the launcher's default "true") to every fully_shard, the root's
+    # included: an explicit value, which torch 2.13 leaves to the root (_fully_shard.py 246,
+    # _fsdp_state.py 203-207), so the key is set, not left to the root's auto default
+    cfg = {"distributed_type": "FSDP", "fsdp_config": {"fsdp_version": 2}}
+    imp = _written(tmp_path, cfg)
+    assert imp.loaded.scenario.parallel.reshard_after_forward is True
+    assert imp.loaded.scenario.training.offload.fetch == "model"  # NO_WRAP: the root alone
+    cfg["fsdp_config"]["fsdp_reshard_after_forward"] = "false"
+    assert _written(tmp_path, cfg).loaded.scenario.parallel.reshard_after_forward is False
+    # FSDP1 never reshards its root after forward: the key stays unset under version 1
+    cfg = {"distributed_type": "FSDP", "fsdp_config": {"fsdp_version": 1}}
+    assert _written(tmp_path, cfg).loaded.scenario.parallel.reshard_after_forward is None
 
 
 def test_accelerate_absent_keys_take_the_launchers_defaults(tmp_path):

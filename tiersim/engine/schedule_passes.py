@@ -34,7 +34,7 @@ FORWARD, RECOMPUTE, BACKWARD = Role.FORWARD, Role.RECOMPUTE, Role.BACKWARD
 FACTS = (  # what TrainingPasses.__init__ works out from the context, never changed after
     "c units alone first_stage homes is_streamed keeps offloads reads_back scatters gradients_stay "
     "last_microbatch forward_alloc backward_alloc in_stream host_adds blocking_out reduce_kind "
-    "once release_free backward_free buckets hpz_on"
+    "once release_free backward_free buckets hpz_on regathers"
 )
 
 
@@ -49,10 +49,12 @@ class TrainingPasses:
         # what every micro-batch asks of the context and the units, worked out once
         n = len(c.wl.units)
         self.units, self.alone = c.wl.units, [alone_unit(u) for u in c.wl.units]  # MoE's
-        self.first_stage = c.wl.stage == 0
-        self.homes = [c.home_of(u) for u in range(n)]
+        self.first_stage, self.last_microbatch = c.wl.stage == 0, c.wl.micro_batches - 1
+        self.homes, x = [c.home_of(u) for u in range(n)], c.res.execution
         one = any(u.whole_model for u in c.wl.units)  # the whole model: its carrier fetches it
         self.is_streamed = [self._streamed(u, one) for u in range(n)]
+        root = n - 1 if x.parallel.reshard_after_forward is not True else -1  # (fetch_weights)
+        self.regathers = root if x.training.framework == "fsdp" else None
         # FSDP2's reshard_after_forward=False (and the whole model's root: whole_model.py): a
         # unit gathered by a forward stays whole to its backward, no all-gather there, then
         # resharded (_fsdp_param_group.py: `reshard` returns in FORWARD when not resharding
@@ -74,7 +76,6 @@ class TrainingPasses:
             h["gradients"] == gpu or c.wl.units[u].gradients_full == 0
             for u, h in enumerate(self.homes)
         ]
-        self.last_microbatch = c.wl.micro_batches - 1
         # each unit's GPU memory taken and given back by its forward and backward, one tuple
         # shared by every micro-batch's op (a changed op gets a new one: `OpList.free_after`)
         self.forward_alloc = [self._held(u.activations) for u in c.wl.units]
@@ -132,11 +133,15 @@ class TrainingPasses:
     def fetch_weights(self, u: int, step: int, tag: str, mb: int) -> tuple[int | None, bool]:
         """Bring unit u's full weights into GPU memory for the next use (`tag`: fwd or bwd,
         of micro-batch `mb`), unless still held: its home shard (or all of it) over the
-        tiers, then the all-gather of the rest."""
+        tiers, then the all-gather of the rest. FSDP2 reshards each unit after its backward
+        (`reshard_after_backward` True: _fsdp_param_group.py 223, 636-637), and after its
+        forward all but the root (the stage's rest, `regathers`) unless `reshard_after_forward`
+        is given true (_fsdp_state.py 203-207): nothing else is still held at its next use."""
         if not self.is_streamed[u]:
             return self.ready.weights[u], False
         unit, ready = self.c.wl.units[u], self.ready.weights[u]
-        if self.use_units and self.use_units[-1] == u and not unit.whole_model:
+        again = self.regathers is not None and (tag == "fwd" or u != self.regathers)
+        if self.use_units and self.use_units[-1] == u and not unit.whole_model and not again:
             self.hpz.kept(u)  # (nor is its hpZ secondary partition written)
             return None, True  # still held from the previous use (the whole model resharded)
         whole = unit.dp_weights is None

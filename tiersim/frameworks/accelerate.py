@@ -197,11 +197,15 @@ def _fsdp(out: Mapped, body: dict[str, Any]) -> None:
 
 
 def _reshard_fsdp2(out: Mapped, body: dict[str, Any]) -> None:
+    """fsdp2_prepare_model passes the plugin's reshard_after_forward to every fully_shard call,
+    the root's included (utils/fsdp_utils.py at 00b1b18: `fsdp2_kwargs`): an explicit value,
+    so the root too reshards after forward where it is true (torch's `_lazy_init` keeps only an
+    unset root whole): the key is always set, true by default."""
     where = "fsdp_config.fsdp_reshard_after_forward"
+    given = where if "fsdp_reshard_after_forward" in body else f"{where} (default true)"
     reshard = _truth(where, body.get("fsdp_reshard_after_forward", True))
     out.put("parallel.zero_stage", 3, "fsdp_config.fsdp_version")
-    if not reshard:  # kept gathered from forward to backward (FSDP2's reshard_after_forward)
-        out.put("parallel.reshard_after_forward", False, where)
+    out.put("parallel.reshard_after_forward", reshard, given)
     if "fsdp_sharding_strategy" in body:
         why = "not read under fsdp_version 2 (FSDP2's is fsdp_reshard_after_forward)"
         out.unmapped("fsdp_config.fsdp_sharding_strategy", body["fsdp_sharding_strategy"], why)

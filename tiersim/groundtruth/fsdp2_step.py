@@ -116,15 +116,19 @@ def mixed_precision(s: Scenario) -> MixedPrecisionPolicy:
     return MixedPrecisionPolicy(_DTYPES[prec.compute_precision], _DTYPES[prec.gradients])
 
 
-def _sharded(net: Any, reshard: bool, policy: MixedPrecisionPolicy, whole: bool) -> None:
+def _sharded(
+    net: Any, reshard: bool, policy: MixedPrecisionPolicy, whole: bool, explicit: bool = False
+) -> None:
     """fully_shard on every decoder layer (`reshard_after_forward` as given), then the root
     (embeddings, final norm, head; FSDP2 keeps the root's gathered from forward to backward),
     each with `policy`; `whole`: on the root alone (one unit over the whole model, Accelerate's
-    NO_WRAP: `training.offload.fetch: model`)."""
+    NO_WRAP: `training.offload.fetch: model`); `explicit`: `reshard_after_forward: true` given,
+    passed to the root too (as Accelerate passes it), which then reshards after forward."""
     layers = [] if whole else hfmodels.layers_of(net)
     for layer in layers:
         fully_shard(layer, reshard_after_forward=reshard, mp_policy=policy)
-    fully_shard(net, mp_policy=policy)
+    root = {"reshard_after_forward": True} if explicit else {}  # else torch keeps the root's
+    fully_shard(net, mp_policy=policy, **root)
     for module in [*layers, net]:
         module.set_custom_all_gather(SettledAllGather())
         module.set_custom_reduce_scatter(SettledReduceScatter())
@@ -144,7 +148,8 @@ def sharded_model(s: Scenario, dtype: str, seed: int = 0) -> tuple[Any, Any]:
         )
         ids = torch.randint(0, m.vocab, (s.training.micro_batch_size, s.seq_len))
     whole = s.training.offload.fetch == "model"
-    _sharded(net, s.parallel.reshard_after_forward is not False, mixed_precision(s), whole)
+    given = s.parallel.reshard_after_forward
+    _sharded(net, given is not False, mixed_precision(s), whole, explicit=given is True)
     return net, ids
 
 

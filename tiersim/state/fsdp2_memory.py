@@ -93,7 +93,11 @@ def fsdp2_of(r: Resolved) -> Fsdp2:
     fp8_params = fp8 is not None and fp8.param_gather
     held, reduce = PRECISION_BYTES[prec.weights], PRECISION_BYTES[prec.gradients]
     cast = held != r.accounting.compute_bytes and not fp8_params
-    args = (world, r.accounting.device == "cpu", depth, reduce, held, cast)
+    # an explicit `reshard_after_forward=True` on the root (Accelerate passes the plugin's to
+    # every fully_shard call) keeps its post_forward_mesh_info: _lazy_init clears it only where
+    # the argument was left out (torch 2.13 _fully_shard.py 246, _fsdp_state.py 203-207)
+    root = r.execution.parallel.reshard_after_forward is True
+    args = (world, r.accounting.device == "cpu", depth, reduce, held, cast, root)
     if r.execution.offload.fetch == "model":  # FSDP2's one unit (config/framework.py)
         return WholeModel(*args, last=str(len(rank_matrices(r, 0)) - 2))
     return Fsdp2(*args)
@@ -122,6 +126,7 @@ class Fsdp2:
     reduce_bytes: int = 0  # reduce_dtype's bytes a value (0: the gradients' own, grad_nbytes)
     held_bytes: int = 0  # the sharded parameters' (orig_dtype's): the reduced shard cast to it
     cast_gather: bool = False  # param_dtype is not the sharded parameters' dtype
+    root_reshards: bool = False  # the root group freed after the forward (`root_reshard`)
 
     def _reduced(self, g: Group) -> int:
         """R: the group's reduce-scatter input, in reduce_dtype."""
@@ -169,6 +174,15 @@ class Fsdp2:
             steps.alloc(at, phase, "rs cast", RS_CAST, cast)  # the output freed as rebound
         steps.free(at, phase, "rs output", RS_OUTPUT)
         steps.free(at, phase, "rs cast", RS_CAST)  # added into the sharded .grad
+
+    def root_reshard(self, steps: Steps, root: Group) -> None:
+        """The root group given `reshard_after_forward=True`: freed by the root's post-forward
+        (beside the last layer's buffer), unsharded again by its pre-backward (its buffer freed
+        at the copy-out, as every backward's), before the last layer's prefetch."""
+        if self.root_reshards:
+            steps.free("forward: loss", "forward", f"gathered {root.key}", GATHERED)
+            self.unshard(steps, "backward: loss", "backward", root)
+            Fsdp2.release(steps, "backward: loss", "backward", root.key)
 
     def _prefetch(self, steps: Steps, at: str, phase: str, groups) -> None:
         """The all-gathers of `groups` not unsharded already (FSDP2's `unshard`: a no-op for
@@ -220,7 +234,9 @@ class WholeModel(Fsdp2):
     `fsdp_auto_wrap_policy: NO_WRAP`; `training.offload.fetch: model`). Its group is the root
     group holding every parameter: all-gathered once, as the forward starts, and kept unsharded
     to the end of the backward (torch 2.13 _fsdp_state.py `_lazy_init`: the root's
-    `post_forward_mesh_info = None`, never resharded after forward); its all-gather buffer kept
+    `post_forward_mesh_info = None`, never resharded after forward, where `fully_shard` was
+    called without `reshard_after_forward`; given True, as Accelerate gives it, freed after the
+    forward and gathered again as the backward starts: `root_reshard`); its all-gather buffer kept
     to the root's post-forward (the implicit prefetch's `all_gather_state`, as a last layer's);
     each layer's gradients kept unsharded as autograd makes them, to one reduce-scatter of the
     whole model after the embeddings' backward (`_root_post_backward_final_callback`: the

@@ -359,8 +359,9 @@ def _loss_with_head(
 
 
 def _after_the_forward(steps: _Steps, p: _Plan) -> None:
-    """FSDP2's root frees the last layer's all-gather buffer at the end of its forward, and
-    where layers reshard after forward prefetches it again as the backward starts. DeepSpeed's
+    """FSDP2's root frees the last layer's all-gather buffer at the end of its forward (and
+    its own group, given reshard_after_forward=True), and where layers reshard after forward
+    prefetches it again as the backward starts. DeepSpeed's
     coordinator: the head's forward fetches end, its backward's begin."""
     if p.zero3:
         p.zero3.leave(steps, "forward: loss", "forward")
@@ -368,6 +369,7 @@ def _after_the_forward(steps: _Steps, p: _Plan) -> None:
     if p.fsdp2 and len(p.groups) > 1:
         last = p.groups[-2]  # the last layer's (the root group's is the last)
         p.fsdp2.release(steps, "forward: loss", "forward", last.key)
+        p.fsdp2.root_reshard(steps, p.groups[-1])
         if p.reshard:
             p.fsdp2.all_gather(steps, "backward: loss", "backward", last)
 
