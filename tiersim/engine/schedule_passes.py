@@ -145,10 +145,7 @@ class TrainingPasses:
             self.hpz.kept(u)  # (nor is its hpZ secondary partition written)
             return None, True  # still held from the previous use (the whole model resharded)
         whole = unit.dp_weights is None
-        if unit.dp_weights_secondary is None:  # the primary (`gather_source`'s, no call)
-            collective, part = unit.dp_weights, unit.homed["weights"]
-        else:  # ZeRO++ hpZ's secondary, or the primary
-            collective, part = gather_source(unit, tag, mb)
+        collective, part = gather_source(unit, tag, mb)  # ZeRO++ hpZ's secondary, or the primary
         nbytes = unit.weights_full if whole else unit.whole_model or part  # the whole's shard
         # DeepSpeed reads a partition from NVMe a use ahead of the rest (engine/param_swap.py)
         home, swapped = self.swap.source(self.ops, u, step, (tag, mb), nbytes, ready, self.uses)
