@@ -12,6 +12,7 @@ import textwrap
 from collections.abc import Callable
 
 from tiersim import __version__
+from tiersim.cli.examples import ExampleFormatter, examples_text
 from tiersim.cli.stopping import (
     EXIT_INTERRUPTED,
     EXIT_TERMINATED,
@@ -92,7 +93,10 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         command_module(name).add_parser(sub)
     for name, command in sub.choices.items():  # each command's help ends with its own
         codes = exit_codes(_one_means(name, command), name in SIMULATING, name not in NO_FILES)
-        command.epilog = f"{command.epilog}\n\n{codes}" if command.epilog else codes
+        ending = "\n\n".join(p for p in (command.epilog, examples_text(name), codes) if p)
+        command.epilog = ending
+        if command.formatter_class is argparse.HelpFormatter:  # the examples' lines kept
+            command.formatter_class = ExampleFormatter
     return parser
 
 
