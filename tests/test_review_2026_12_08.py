@@ -68,3 +68,30 @@ def test_the_examples_do_not_change_how_the_description_is_filled(monkeypatch):
     assert description.startswith("Simulate training steps of one GPU as discrete events")
     assert len(description.splitlines()) > 3
     assert max(len(ln) for ln in description.splitlines()) <= 80
+
+
+def test_tiersim_alone_lists_the_commands_and_exits_2(cli):
+    # `tiersim` typed alone (review 2026-12-08 #2): argparse said only "the following arguments
+    # are required: COMMAND"; now the top-level help (every command with its one line, two
+    # examples, the exit codes) on standard error, a line saying what is missing, exit 2
+    code, out, err = cli()
+    assert (code, out) == (2, "")
+    for command in COMMANDS:
+        assert f"\n    {command} " in err or f"\n    {command}\n" in err, command
+    assert "simulate a training step" in err and "\n  tiersim run scenarios/default.yaml" in err
+    assert err.rstrip().endswith(
+        "tiersim: a command is needed (`tiersim COMMAND --help` for its own)"
+    )
+
+
+def test_the_top_level_help_shows_the_two_commands_most_people_need():
+    # the README's two: inventory (does it fit?) and run --plot (the step), parsed as typed
+    parser = build_parser()
+    examples = parser.format_help().partition("\nexamples:\n")[2].partition("\n\nexit codes")[0]
+    lines = [ln.strip() for ln in examples.splitlines() if ln.startswith("  tiersim ")]
+    assert lines == [
+        "tiersim inventory scenarios/default.yaml",
+        "tiersim run scenarios/default.yaml --plot",
+    ]
+    for line in lines:
+        parser.parse_args(shlex.split(line)[1:])

@@ -82,7 +82,8 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         description="Tiered-memory offload simulator for large-model training: where every class "
         "of training state lives, how long a step takes as it moves between HBM, DRAM, NVMe "
         "and HBF, how fast flash wears, and what checkpoints cost.",
-        epilog=EXIT_CODES,
+        epilog=f"{examples_text('tiersim')}\n\n{EXIT_CODES}",
+        formatter_class=ExampleFormatter,
     )
     # here: a signal while the commands load is handled
     from tiersim.cli.commands import MODULES, command_module
@@ -196,6 +197,12 @@ def _run_command(argv: list[str] | None) -> int:
         return 0
     # the command is the first word (the top level takes only --help and --version)
     parser = build_parser(words[0] if words else None)
+    if not words:  # `tiersim` alone, as first typed: the commands, not argparse's bare refusal
+        print(parser.format_help(), file=sys.stderr)
+        print(
+            "tiersim: a command is needed (`tiersim COMMAND --help` for its own)", file=sys.stderr
+        )
+        return EXIT_INPUT
     args, unknown = parser.parse_known_args(argv)
     if unknown:  # the command's own usage, not the top-level one, says what it takes
         command = _subparsers(parser).choices[args.command]

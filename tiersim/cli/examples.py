@@ -9,6 +9,16 @@ import argparse
 
 # by command: (command line, what it does); a line is typed as shown, from the repository root
 EXAMPLES: dict[str, list[tuple[str, str]]] = {
+    "tiersim": [  # the top level's: the README's two commands most people need
+        (
+            "tiersim inventory scenarios/default.yaml",
+            "does it fit? exact bytes per class and tier",
+        ),
+        (
+            "tiersim run scenarios/default.yaml --plot",
+            "the step: time, overlap, bytes, wear, checkpoints",
+        ),
+    ],
     "run": [
         ("tiersim run scenarios/default.yaml --plot", "the step, and results/default/step.png"),
         (
