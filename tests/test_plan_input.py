@@ -45,7 +45,8 @@ def test_workers_far_over_the_candidates_start_one_per_candidate(tmp_path):
         "it out): a sample of 5 spread over the space"
     )
     assert f"{said} took " in done.stderr
-    want = "the other 1 go to 1 worker (of 100,000 asked: no more than the candidates left), about "
+    # one left: "goes" (review 2026-12-08 #3: "the other 1 go to")
+    want = "the other 1 goes to 1 worker (of 100,000 asked: no more than the candidates left), "
     assert want in done.stderr
     assert "1/1 plans simulated" in done.stderr
 

@@ -116,7 +116,8 @@ def _sample_spread(
     estimate = sample_timing(pruned, sampled, sorted(sampled), options, low=False).rest_s
     mean = sum(r.elapsed_s for r in sampled.values()) / len(sampled)
     left = len(pruned.kept) - len(sampled)
-    rest = f"the other {left:,} go to {_workers(options, left)}, about {fmt_time(estimate)}"
+    goes = "goes" if left == 1 else "go"  # "the other 1 goes", "the other 5 go"
+    rest = f"the other {left:,} {goes} to {_workers(options, left)}, about {fmt_time(estimate)}"
     print(
         f"plan: {len(pruned.kept):,} of {pruned.checked:,} candidates fit by the inventory"
         f"{pruned.not_counting()} (each simulated unless a bound rules it out): "
