@@ -307,6 +307,8 @@ def fmt_ratio(r: float | None) -> str:
     if r == 1:
         return "x1"
     digits = telling_digits(r, 1.0)
+    if digits == 4 and r >= 999.95:  # '#.4g' would print x1208. and x1.235e+05
+        return f"x{r:,.0f}"
     return f"x{r:#.4g}" if digits == 4 else f"x{r:.{digits}g}"
 
 
