@@ -6,6 +6,7 @@ on the tree before its fix; expected values are worked by hand in each."""
 from __future__ import annotations
 
 import argparse
+import json
 import shlex
 from pathlib import Path
 
@@ -109,3 +110,21 @@ def test_compare_ratios_of_a_thousand_and_more_read_as_whole_numbers():
     assert fmt_ratio(123_456.7) == "x123,457"
     # below a thousand as before: four significant digits, trailing zeros kept
     assert fmt_ratio(999.94) == "x999.9" and fmt_ratio(0.5) == "x0.5000"
+
+
+def test_the_readme_scenario_keeps_its_checkpoint_drive_within_its_rating(cli, tmp_path):
+    # README "A scenario, in brief" (review 2026-12-08 #5): `every_steps: auto` with no budget
+    # on the checkpoints' drive took Daly's optimum, every step: 11.79 GB a GPU x 8,000 steps
+    # a day = 94.34 TB a day on a 7.68 TB drive rated for 14.02 PB written, used up in 148.6
+    # days, and the run's own line said to set budget.nvme.lifetime. With it, `auto` lengthens
+    # the interval until the drive lasts its 5 years: at most 14.02 PB / (5 x 365 days) =
+    # 7.68 TB a day, 7.68 TB / 94.34 TB = 1 / 12.28: every 13 steps
+    readme = (ROOT / "README.md").read_text()
+    block = readme.split("```yaml\n", 1)[1].split("```", 1)[0]
+    path = tmp_path / "my-run.yaml"
+    path.write_text(block)
+    code, out, err = cli("run", path, "--format", "json", "--out", tmp_path / "out")
+    assert code == 0, err
+    report = json.loads(out)
+    assert report["wear"]["nvme"]["within_budget"] is True
+    assert report["checkpoint"]["interval_steps"] == 13
