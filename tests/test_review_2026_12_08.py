@@ -128,3 +128,35 @@ def test_the_readme_scenario_keeps_its_checkpoint_drive_within_its_rating(cli, t
     report = json.loads(out)
     assert report["wear"]["nvme"]["within_budget"] is True
     assert report["checkpoint"]["interval_steps"] == 13
+
+
+def test_measure_says_when_bf16_runs_in_the_reference_kernel(monkeypatch, capsys):
+    # `measure --model gpt2` (bf16 by default) ran over an hour here (review 2026-12-08 #10):
+    # this AVX2 CPU multiplies bf16 in PyTorch's reference kernel, a 256 x 768 x 3,072 matmul
+    # 1.274 s of CPU against 0.032 s in fp32 (measured in the review): 1.274 / 0.032 = 39.8x.
+    # The probe's ratio is injected (tests do not time things); the note is said before
+    # training, only for bf16 on the CPU and only above 5x (a native path runs ~0.5-2x)
+    from types import SimpleNamespace
+
+    from tiersim.cli.commands import measure
+    from tiersim.groundtruth import cpu_bf16
+
+    note = cpu_bf16.slow_bf16_note(1.274 / 0.032, "bf16", "cpu", "tiersim measure")
+    assert note == (
+        "note: tiersim measure: --dtype: a bf16 matrix multiply took 40x an fp32 one on this "
+        "CPU (no bf16 matrix instructions: PyTorch's reference kernel), so training may take an "
+        "hour or more; a shorter --seq-len is quicker, --dtype fp32 measures the fp32 step "
+        "instead [W-SLOW-BF16]"
+    )
+    assert cpu_bf16.slow_bf16_note(39.8, "fp32", "cpu", "m") is None
+    assert cpu_bf16.slow_bf16_note(39.8, "bf16", "cuda", "m") is None
+    assert cpu_bf16.slow_bf16_note(2.0, "bf16", "cpu", "m") is None
+    # wired into measure before training: `auto` on a machine without a GPU is the CPU
+    monkeypatch.setattr(cpu_bf16, "bf16_over_fp32", lambda torch: 39.8)
+    torch = SimpleNamespace(cuda=SimpleNamespace(is_available=lambda: False))
+    measure._said_if_slow(torch, SimpleNamespace(device="auto", dtype="bf16"), "tiersim measure")
+    assert capsys.readouterr().err.startswith("note: tiersim measure: --dtype: a bf16 matrix")
+    measure._said_if_slow(torch, SimpleNamespace(device="auto", dtype="fp32"), "tiersim measure")
+    gpu = SimpleNamespace(cuda=SimpleNamespace(is_available=lambda: True))
+    measure._said_if_slow(gpu, SimpleNamespace(device="auto", dtype="bf16"), "tiersim measure")
+    assert capsys.readouterr().err == ""

@@ -85,6 +85,8 @@ CODES: dict[str, str] = {
     "W-MEASURE-INSTEAD": "a scenario setting `tiersim measure --scenario` cannot run on the "
     "CPU (a parallel split, FP8, an offload, a GPU-only kernel, a precision mix): the note "
     "says what is measured instead",
+    "W-SLOW-BF16": "`tiersim measure` in bf16 on a CPU whose bf16 matrix multiplies run in "
+    "PyTorch's reference kernel (timed before training): hours, not minutes",
     "W-ONE-PRICE": "one hardware.price_per_gpu_hour for different GPUs (a cost plan over "
     "machines, a compare of two): their GPU-hours are priced alike",
 }

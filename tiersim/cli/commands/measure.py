@@ -6,13 +6,14 @@ import argparse
 import sys
 import textwrap
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from tiersim.cli.commands.common import add_format_arg, cannot_write, file_arg, usable_preset_path
 from tiersim.cli.commands.measure_fsdp import run_fsdp
 from tiersim.cli.commands.measure_request import in_scenario_terms, request, scenario_request
 from tiersim.config.presets import is_preset_file
 from tiersim.core.errors import InputError, Problem
+from tiersim.core.open_lines import end_open_lines
 from tiersim.core.units import fmt_bytes, fmt_count
 from tiersim.groundtruth import choices
 
@@ -340,6 +341,20 @@ def run(args: argparse.Namespace) -> int:
         raise InputError(exc.source, problems) from None
 
 
+def _said_if_slow(torch: Any, req: Any, source: str) -> None:
+    """A note where bf16 trains on a CPU that multiplies it in PyTorch's reference kernel."""
+    from tiersim.groundtruth.cpu_bf16 import bf16_over_fp32, slow_bf16_note
+
+    if torch is None:  # no module to time: a stand-in for PyTorch's import (tests' stages)
+        return
+    device = "cuda" if req.device == "auto" and torch.cuda.is_available() else req.device
+    if req.dtype == "bf16" and device in ("cpu", "auto"):
+        note = slow_bf16_note(bf16_over_fp32(torch), req.dtype, "cpu", source)
+        if note:
+            end_open_lines()  # the stage's line on a terminal, ended first
+            print(note, file=sys.stderr)
+
+
 def _run(args: argparse.Namespace) -> int:
     from tiersim.cli.counting import Stages
     from tiersim.groundtruth.measure import SOURCE, import_torch, measure, prediction_scenario
@@ -364,7 +379,7 @@ def _run(args: argparse.Namespace) -> int:
     stages = Stages("measure", log=True)  # minutes in PyTorch: said meanwhile, a log too
     try:
         stages("importing PyTorch")  # seconds; measure's own import then finds it loaded
-        import_torch()
+        _said_if_slow(import_torch(), req, SOURCE)
         stages("training the model in PyTorch (a warm-up step, then the measured one)")
         m = measure(req)
         stages.finish()
