@@ -193,7 +193,7 @@ def test_cli_from_a_scenario_file(tmp_path: Path, capsys):
     # as test_gpt2_tiny_parameters_and_state_by_hand and ..._activations_by_hand count them
     assert got["classes"]["weights"]["measured_bytes"] == 2 * 110_336
     assert got["activations"]["per_layer_bytes"] == [66_304, 66_304]
-    # the W-SLOW-BF16 note depends on the machine's CPU (review 2026-12-08 #10): left out
+    # the W-SLOW-BF16 note depends on the machine's CPU (review 2026-12-08 #6): left out
     notes = [ln for ln in err.splitlines() if ln.startswith("note: ") and "W-SLOW" not in ln]
     assert notes == [
         f"note: {path}: parallel.tensor: 2 ranks: measured with each layer's matrices whole on "

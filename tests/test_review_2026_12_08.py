@@ -131,7 +131,7 @@ def test_the_readme_scenario_keeps_its_checkpoint_drive_within_its_rating(cli, t
 
 
 def test_measure_says_when_bf16_runs_in_the_reference_kernel(monkeypatch, capsys):
-    # `measure --model gpt2` (bf16 by default) ran over an hour here (review 2026-12-08 #10):
+    # `measure --model gpt2` (bf16 by default) ran over an hour here (review 2026-12-08 #6):
     # this AVX2 CPU multiplies bf16 in PyTorch's reference kernel, a 256 x 768 x 3,072 matmul
     # 1.274 s of CPU against 0.032 s in fp32 (measured in the review): 1.274 / 0.032 = 39.8x.
     # The probe's ratio is injected (tests do not time things); the note is said before

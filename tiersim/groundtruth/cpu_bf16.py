@@ -2,7 +2,7 @@
 instructions (AVX512-BF16, AMX, Arm's BF16: an AVX2-only x86, say) PyTorch's CPU build
 multiplies bf16 in its reference kernel (`cpublas_gemm_impl`), tens of times slower than fp32:
 on an AVX2 AMD EPYC under torch 2.13, a 256 x 768 x 3,072 matmul took 1.274 s of CPU in bf16
-against 0.032 s in fp32 (40x; docs/review-2026-12-08.md #10), and `measure --model gpt2`, bf16
+against 0.032 s in fp32 (40x; docs/review-2026-12-08.md #6), and `measure --model gpt2`, bf16
 by default, ran for over an hour looking hung. Timed here, not read from CPU flags: which path
 PyTorch (oneDNN) takes is what decides it."""
 
