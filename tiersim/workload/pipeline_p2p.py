@@ -63,7 +63,7 @@ def off_node(p: int, stride: int, gpus_per_node: int) -> list[int]:
     GPUs a node) every rank's node is q plus that of the same rank from r (floor((q·g + r + d)
     / g) = q + floor((r + d) / g) for any integer d): its count is that of a stage at r, worked
     out once per r (530B: one r for 33 stages; 0.70 M instructions a point rank by rank,
-    0.07 M so); the first and last stages' (neighbours across the ends) rank by rank."""
+    0.14 M so); the first and last stages' (neighbours across the ends) rank by rank."""
     if p < 3 or stride < 1:  # (no inner stage; no step to take between stages)
         return [_worst(k * stride, (k - 1) % p * stride, (k + 1) % p * stride, stride,
                        gpus_per_node) for k in range(p)]  # fmt: skip
