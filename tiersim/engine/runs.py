@@ -187,8 +187,9 @@ class Runs:
     def _taken(self, schedule: Schedule, ahead: tuple[int, frozenset[int]]) -> NextStep | None:
         """The step after a blocking copy taken from the plain one (`schedule`), its own
         ops built only to the plain step's `reach` (tiersim.engine.step_after_copy)."""
-        cut = self.schedules.cut(*ahead, reach(schedule.ops))
-        return None if cut is None else NextStep.of(schedule, cut)
+        reached = reach(schedule.ops)
+        cut = self.schedules.cut(*ahead, reached)
+        return None if cut is None else NextStep.of(schedule, cut, reached)
 
 
 class _Told:

@@ -82,10 +82,11 @@ class NextStep:
     gpu: int
 
     @classmethod
-    def of(cls, plain: Schedule, longer: Schedule) -> NextStep | None:
+    def of(cls, plain: Schedule, longer: Schedule, reached: int | None = None) -> NextStep | None:
         """From the plain one-step schedule and the checkpoint run's (two steps, the first
-        checkpointing; its next step whole, or cut at the plain step's `reach`), or None
-        where the next step is not the plain one (module docstring)."""
+        checkpointing; its next step whole, or cut at the plain step's `reach`: `reached`,
+        where the caller has it), or None where the next step is not the plain one (module
+        docstring)."""
         n, ops, mine = len(plain.ops), longer.ops, plain.ops
         if plain.steps != 1 or longer.steps != 2 or not (plain.records and longer.records):
             return None
@@ -94,7 +95,8 @@ class NextStep:
             return None
         first = next((i for i in range(n, len(ops)) if ops[i].step == 1), None)
         built = None if first is None else len(ops) - first  # all n, or the `reach`
-        if first is None or first == n or (built != n and built != reach(mine)):
+        reached = reach(mine) if reached is None and built != n else reached
+        if first is None or first == n or built not in (n, reached):
             return None
         if any(op.role is not _CHECKPOINT or op.step != 0 for op in ops[n:first]):
             return None
