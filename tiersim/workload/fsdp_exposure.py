@@ -77,10 +77,17 @@ def fsdp_overheads_s(r: Resolved, unit: Unit) -> tuple[float, float]:
         scatter = share * alone_s(r, unit.dp_gradients)
         if fsdp2:
             scatter += COPY_IN_B * unit.gradients_full / rate
-    back = gather  # ZeRO++ hpZ: the backward's gathers within its group (workload/zeropp.py)
-    if unit.dp_weights_secondary is not None:
-        back = sm_share_s(r, unit.dp_weights_secondary)
+    back = backward_gather_s(r, unit, gather)
     return fwd_gathers * gather, bwd_gathers * back + scatter
+
+
+def backward_gather_s(r: Resolved, unit: Unit, gather: float) -> float:
+    """What one backward all-gather of `unit` costs the computation it hides under: `gather`,
+    the forward's, or under ZeRO++ hpZ the SM share of its gather within its group
+    (workload/zeropp.py)."""
+    if unit.dp_weights_secondary is not None:
+        return sm_share_s(r, unit.dp_weights_secondary)
+    return gather
 
 
 def with_fsdp_overheads(r: Resolved, unit: Unit) -> Unit:
