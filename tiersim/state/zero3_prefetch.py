@@ -32,6 +32,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+from tiersim.core.memo import OwnerMemo
 from tiersim.core.records import record
 from tiersim.state.resolved import Resolved
 from tiersim.state.zero3_trace import Trace, step_trace
@@ -165,7 +166,7 @@ def _walk(trace: Trace, limits: Limits) -> tuple[_Coordinator, list[Moment]]:
     return c, out
 
 
-def kept_to_backward(trace: Trace, limits: Limits) -> list[tuple[tuple[int, bool], ...]]:
+def kept_to_backward(r: Resolved, stage: int) -> list[tuple[tuple[int, bool], ...]]:
     """Each layer's tensors in the order listed (its forward's order), each with its values
     and whether the coordinator keeps it gathered from its use in the layer's forward to its
     first use in the layer's backward (persistent, prefetched for that use, or reused within
@@ -173,7 +174,7 @@ def kept_to_backward(trace: Trace, limits: Limits) -> list[tuple[tuple[int, bool
     trace ends with the backward (`__params_to_release` scans `__submodule_order[step_id:]`,
     this fwd+bwd's trace only): nothing used last in a backward is kept for the next forward.
     """
-    c, _ = _walk(trace, limits)
+    trace, c, _ = _walked(r, stage)
     first: dict[str, dict[int, int]] = {}  # moment -> parameter -> the step first using it
     for k, (name, params) in enumerate(trace.steps):
         for p in params:
@@ -229,8 +230,24 @@ class Zero3Gathers:
 def zero3_gathers(r: Resolved, stage: int, value_bytes: int) -> Zero3Gathers:
     """The step's gathered parameters on one GPU of `stage` under DeepSpeed's coordinator, with
     the scenario's settings (training.deepspeed; DeepSpeed's defaults where left out)."""
-    persistent, moments = gathered_moments(step_trace(r, stage), limits_of(r))
+    trace, c, moments = _walked(r, stage)
+    persistent = sum(trace.numel[p] for p in c.persistent)
     return Zero3Gathers(persistent, {m.name: m for m in moments}, value_bytes)
+
+
+_WALKS = OwnerMemo()
+
+
+def _walked(r: Resolved, stage: int) -> tuple[Trace, _Coordinator, list[Moment]]:
+    """The stage's trace walked with the scenario's settings: once for the resolved scenario
+    (the memory timeline, the engine's depth and its backward gathers read it), never changed
+    after."""
+
+    def make():
+        trace = step_trace(r, stage)
+        return (trace, *_walk(trace, limits_of(r)))
+
+    return _WALKS.get(r, ("walk", stage), None, make)
 
 
 def limits_of(r: Resolved) -> Limits:

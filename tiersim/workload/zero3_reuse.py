@@ -19,8 +19,7 @@ from __future__ import annotations
 import dataclasses
 from typing import TYPE_CHECKING
 
-from tiersim.state.zero3_prefetch import kept_to_backward, limits_of
-from tiersim.state.zero3_trace import step_trace
+from tiersim.state.zero3_prefetch import kept_to_backward
 from tiersim.workload.comms import sm_share_s
 from tiersim.workload.fsdp_exposure import backward_gather_s
 
@@ -42,7 +41,7 @@ def with_reuse(r: Resolved, parts: list[Unit], whole: list[Unit], stage: int) ->
     before the split) with the values each keeps from its forward to its backward."""
     if not applies(r, whole):
         return parts
-    kept = kept_to_backward(step_trace(r, stage), limits_of(r))
+    kept = kept_to_backward(r, stage)
     per = len(parts) // len(whole)
     if len(kept) != len(whole) or per * len(whole) != len(parts):
         return parts  # not the trace's layers (not expected): nothing kept, as before
