@@ -29,6 +29,8 @@ from tiersim.engine.simulate import prepare, simulate
 from tiersim.state.inventory import build_inventory
 from tiersim.state.resolved import resolve
 from tiersim.state.step_memory import build_events
+from tiersim.workload.comms import alone_s
+from tiersim.workload.work import build_workload
 
 SENT = 4e9 * 7 / 8  # one all-gather or reduce-scatter of a 4 GB layer over 8 ranks: 3.5 GB
 
@@ -129,3 +131,24 @@ def test_the_timeline_holds_no_gathered_weights_across_the_micro_batch_boundary(
         assert (evs[0].moment, evs[0].alloc, evs[0].nbytes) == ("forward: embeddings", True, FULL)
         assert sum(e.nbytes if e.alloc else -e.nbytes for e in evs) == 0
         assert evs[-1].moment == "backward: embeddings"
+
+
+def test_a_kept_layer_loses_its_backward_gathers_sm_share():
+    # gpu.collective_sm_share 0.1: each hidden all-gather slows the pass beside it by 0.1 x its
+    # time alone (workload/fsdp_exposure.py). Layer 1, kept at the default distance, has no
+    # backward all-gather: its backward is 0.1 x one 3.5 GB gather alone shorter than at
+    # distance 0 (3.5e9 B / 450 GB/s of NVLink + the ring's latency); layer 0's the same
+    def backward_s(distance):
+        s = two_layers(distance)
+        gpu = s.hardware.gpu.model_copy(update={"collective_sm_share": 0.1})
+        r = resolve(s.model_copy(update={"hardware": s.hardware.model_copy(update={"gpu": gpu})}))
+        units = build_workload(r).units
+        return r, units[0].backward_s, units[1].backward_s
+
+    r, kept0, kept1 = backward_s(None)
+    _, both0, both1 = backward_s(0)
+    gather = build_workload(r).units[1].dp_weights
+    assert gather.nbytes == pytest.approx(SENT)
+    assert both1 - kept1 == pytest.approx(0.1 * alone_s(r, gather), rel=1e-12)
+    assert 0.1 * alone_s(r, gather) > 0.1 * SENT / 450e9  # (the latency on top)
+    assert kept0 == both0
