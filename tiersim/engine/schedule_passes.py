@@ -25,7 +25,7 @@ from tiersim.engine.schedule_offload import (
 )
 from tiersim.state.zero1_offload import host_partition
 from tiersim.workload.experts import alone_unit, combined_1f1b
-from tiersim.workload.fsdp_exposure import gathers_per_microbatch
+from tiersim.workload.fsdp_exposure import gathers_per_microbatch, held_root
 from tiersim.workload.pipeline import stage_order
 
 # the kinds and roles of the passes' ops, looked up once: an enum member is a class attribute
@@ -50,11 +50,10 @@ class TrainingPasses:
         n = len(c.wl.units)
         self.units, self.alone = c.wl.units, [alone_unit(u) for u in c.wl.units]  # MoE's
         self.first_stage, self.last_microbatch = c.wl.stage == 0, c.wl.micro_batches - 1
-        self.homes, x = [c.home_of(u) for u in range(n)], c.res.execution
+        self.homes = [c.home_of(u) for u in range(n)]
         one = any(u.whole_model for u in c.wl.units)  # the whole model: its carrier fetches it
         self.is_streamed = [self._streamed(u, one) for u in range(n)]
-        root = n - 1 if x.parallel.reshard_after_forward is not True else -1  # (fetch_weights)
-        self.regathers = root if x.training.framework == "fsdp" else None
+        self.regathers = held_root(c.res, n)  # FSDP2: all but its root regathered (fetch_weights)
         # FSDP2's reshard_after_forward=False (and the whole model's root: whole_model.py): a
         # unit gathered by a forward stays whole to its backward, no all-gather there, then
         # resharded (_fsdp_param_group.py: `reshard` returns in FORWARD when not resharding
