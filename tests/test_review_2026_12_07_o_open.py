@@ -170,8 +170,9 @@ def test_the_pcie_busy_time_is_both_directions_union_and_moves_with_their_overla
     #   4 x 131,074,048 = 26,429,366,272 B;
     #   hbm->dram, each gradient shard once a micro-batch: 32 x 4 x 101,191,680 +
     #   4 x 131,074,048 = 13,476,831,232 B.
-    # A link's busy time is the time bytes move on it in either direction (engine/busy.py:
-    # one channel, the union of its flows' spans), so it lies between the busier direction's
+    # A link's busy time is the time bytes move on it in either direction (engine/flows.py
+    # `_channels_for`: both directions one channel; engine/metrics.py `link_busy_s`: the union
+    # of its flows' spans), so it lies between the busier direction's
     # time at 25 GB/s and both directions' (26,429,366,272 / 25e9 = 1.0572 s,
     # 39,906,197,504 / 25e9 = 1.5962 s), lower where the gradients' copies to the host run
     # beside the next layers' fetches: the fp32 reduce-scatter takes twice bf16's on NVLink,
