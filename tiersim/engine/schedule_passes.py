@@ -27,7 +27,7 @@ from tiersim.engine.schedule_offload import (
 )
 from tiersim.state.zero1_offload import host_partition
 from tiersim.workload.experts import alone_unit, combined_1f1b
-from tiersim.workload.fsdp_exposure import gathers_per_microbatch
+from tiersim.workload.fsdp_exposure import gathers_per_microbatch, held_root
 from tiersim.workload.pipeline import stage_order
 
 # the kinds and roles of the passes' ops, looked up once: an enum member is a class attribute
@@ -52,12 +52,12 @@ class TrainingPasses:
         n = len(c.wl.units)
         self.units, self.alone = c.wl.units, [alone_unit(u) for u in c.wl.units]  # MoE's
         self.first_stage, self.last_microbatch = c.wl.stage == 0, c.wl.micro_batches - 1
-        self.homes, x = [c.home_of(u) for u in range(n)], c.res.execution
+        self.homes = [c.home_of(u) for u in range(n)]
         one = any(u.whole_model for u in c.wl.units)  # the whole model: its carrier fetches it
         self.is_streamed = [self._streamed(u, one) for u in range(n)]
-        root = n - 1 if x.parallel.reshard_after_forward is not True else -1  # (fetch_weights)
-        self.regathers = root if x.training.framework == "fsdp" else None
-        self.again_fwd = self.regathers is not None or x.training.framework == "deepspeed"
+        self.regathers = held_root(c.res, n)  # FSDP2: all but its root regathered (fetch_weights)
+        fw = c.res.execution.training.framework  # DeepSpeed regathers every forward (zero3_reuse)
+        self.again_fwd = self.regathers is not None or fw == "deepspeed"
         # FSDP2's reshard_after_forward=False (and the whole model's root): engine/fsdp_keep.py
         keep = gathers_per_microbatch(c.res)[1] == 0
         self.keeps = [keep and u.dp_weights is not None for u in c.wl.units]

@@ -263,7 +263,7 @@ def _stage_units(r: Resolved, model, stage: int, cap: dict) -> tuple[list[Unit],
         backward_s=rest.backward_s + hidden_s(r, [rest_hidden], rest.backward_s, cap),
         embedding_sync=embedding_sync(r, model, stage),
     )
-    return [*units, with_fsdp_overheads(r, rest)], groups[0]
+    return [*units, with_fsdp_overheads(r, rest, root=True)], groups[0]
 
 
 def _with_layer_comms(r: Resolved, u: Unit, tp: tuple, cap: dict) -> Unit:
