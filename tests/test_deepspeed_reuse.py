@@ -152,3 +152,32 @@ def test_a_kept_layer_loses_its_backward_gathers_sm_share():
     assert both1 - kept1 == pytest.approx(0.1 * alone_s(r, gather), rel=1e-12)
     assert 0.1 * alone_s(r, gather) > 0.1 * SENT / 450e9  # (the latency on top)
     assert kept0 == both0
+
+
+def test_persistent_parameters_are_gathered_by_the_steps_first_forward_only():
+    # stage3_param_persistence_threshold 100: the norms (64 values: two a layer, the final
+    # one) are persistent (parameter_offload.py `mark_persistent_parameters`), never released
+    # by a use (`ds_persist`), partitioned again only by `step`'s `_partition_all_parameters`:
+    # micro-batch 0's forward gathers them, micro-batch 1's does not (the memory timeline holds
+    # them all step). Distance 0, no prefetch: nothing else kept. Sent, 1 B a value (bf16,
+    # data 2):
+    #   micro-batch 0: forward 2 x 41,088 + 4,096,064 = 4,178,240; backward the layers but
+    #                  their persistent norms, 2 x (41,088 - 128) = 81,920: 4,260,160
+    #   micro-batch 1: the same but the forward's norms, 2 x 128 + 64 = 320: 4,259,840
+    # 8,520,000 B of weight gathers (each micro-batch's gathered them all: 8,520,320); the
+    # gradients' reduce-scatters 2 x 4,178,240 = 8,356,480; NVLink 16,876,480 B.
+    keys = {
+        "stage3_prefetch_bucket_size": 0,
+        "stage3_param_persistence_threshold": 100,
+        "stage3_max_reuse_distance": 0,
+    }
+    s = scenario(raw(keys, grad_accumulation=2))
+    sent = collectives(s)
+    assert sum(sent["dp weights"]) == 4_260_160 + 4_259_840 == 8_520_000
+    # a layer's last fetch unit (down + the two norms, 8,320) gathered whole by micro-batch
+    # 0's forwards only (8,192 of it by micro-batch 1's and by every backward); the rest
+    # (embedding, final norm, head, 4,096,064) by micro-batch 1's forward without the norm
+    assert sent["dp weights"].count(8_320) == 2
+    assert sent["dp weights"].count(4_096_064) == 1 and sent["dp weights"].count(4_096_000) == 1
+    assert sum(sent["dp gradients"]) == 2 * FORWARD == 8_356_480
+    assert simulate(s).links["nvlink"].bytes == 8_520_000 + 8_356_480 == 16_876_480

@@ -56,14 +56,19 @@ def test_hpz_offload_pcie_bytes_by_hand(offloaded):
     # coordinator keeps every layer from its forward to its backward (tests/
     # test_deepspeed_reuse.py), and the rest is used twice in a row: no backward fetches.
     # Nothing is held over the micro-batch boundary (the trace ends with the backward: L0 is
-    # released, micro-batch 1's forward fetches it again). Without hpZ, each fetch copies the
-    # primary partition to the GPU: 2 x 15,554,976 = 31,109,952
-    assert _pcie(base, "dram->hbm") == 2 * PRIMARY == 31_109_952
+    # released, micro-batch 1's forward fetches it again), but for the persistent parameters
+    # (GPT-2's vectors, at most 1e5 values: gathered once a step, stage3.py `_post_step`, kept
+    # all step; below). Without hpZ, each fetch copies the primary partition to the GPU:
+    # micro-batch 0 15,554,976, micro-batch 1 the same less the persistent vectors' primary,
+    # a layer's 9,984 x 2 / 16 = 1,248 B and ln_f's 1,536 x 2 / 16 = 192 B: 15,539,808
+    assert 12 * 1_248 + 192 == 15_168
+    assert _pcie(base, "dram->hbm") == 2 * PRIMARY - 15_168 == 31_094_784
     # hpZ: the first forward copies the primary (_all_gather_dtype: ds_tensor.to(device)),
-    # every later fetch the secondary (ds_secondary_tensor.to(device)), d/h = 2 times it:
-    # mb0 forward 15,554,976; mb1 forward 12 layers and the rest 21,263,616 + 9,846,336
-    fetched = PRIMARY + 12 * LAYER_SEC + REST_SEC
-    assert _pcie(hpz, "dram->hbm") == fetched == 46_664_928
+    # every later fetch the secondary (ds_secondary_tensor.to(device)), d/h = 2 times it,
+    # less the persistent vectors' (LAYER_REL, REST_REL below): mb0 forward 15,554,976; mb1
+    # forward 12 layers and the rest 21,233,664 + 9,845,952
+    fetched = PRIMARY + 12 * LAYER_REL + REST_REL
+    assert _pcie(hpz, "dram->hbm") == fetched == 46_634_592
     # back to the host: the updated weights (15,554,976, both) and, with hpZ, every release's
     # copy into the host's secondary (_partition_param_sec): each of the 13 units released
     # once a micro-batch, after its backward (the layers kept over their forward's release):

@@ -154,6 +154,8 @@ class TrainingPasses:
             collective, nbytes, alloc = self.reuse.rest(u, collective, nbytes)
             if not alloc:  # all kept
                 return None, False
+        elif tag == "fwd" and unit.persistent_values:  # DeepSpeed persistent: the first mb only
+            collective, nbytes = self.reuse.forward_rest(u, collective, nbytes, mb)
         # DeepSpeed reads a partition from NVMe a use ahead of the rest (engine/param_swap.py)
         home, swapped = self.swap.source(self.ops, u, step, (tag, mb), nbytes, ready, self.uses)
         uses, back = self.uses, self.c.depth + 1  # `prefetch_gate`, inline (a call per fetch)

@@ -63,7 +63,7 @@ from tiersim.workload.stage_times import bubble as stage_bubble
 from tiersim.workload.stage_times import chunk_units, chunks, compute_times
 from tiersim.workload.unit import Unit
 from tiersim.workload.whole_model import whole_model_grain
-from tiersim.workload.zero3_reuse import with_reuse
+from tiersim.workload.zero3_reuse import rest_reuse, with_reuse
 from tiersim.workload.zeropp import qgz_shapes
 
 
@@ -343,7 +343,7 @@ def build_workload(
     layers = with_reuse(r, layers, units[:-1], inv.stage)  # DeepSpeed ZeRO-3's, forward to back
     per_layer = len(layers) // max(1, len(units) - 1)
     whole = units  # one unit a layer: the kernels' prices are by layer (workload.breakdown)
-    units = [*layers, units[-1]]
+    units = [*layers, rest_reuse(r, units[-1], inv.stage)]  # (its persistent parameters)
     bubble, after, fill, p2p = stage_bubble(
         r, model, units, cap, model.hidden, inv.stage, lambda k: stage_units(k)[0]
     )
