@@ -169,7 +169,6 @@ def test_zero_offload_holds_the_largest_tensor_s_gradient_on_the_gpu():
     "over",
     [
         {"parallel": {"zero_stage": 3}},  # stage3.py: no such buffer (its own are not this)
-        {"parallel": {"zero_stage": 0}},  # no ZeRO optimizer to offload
         {"training": {"framework": "fsdp"}},  # not DeepSpeed
     ],
 )

@@ -138,8 +138,11 @@ def test_an_operator_too_large_for_gpu_memory_runs_in_tiles():
 
 def offloaded(framework: str | None, **over) -> dict:
     """1e9 parameters, bf16 weights and gradients, fp32 master and Adam moments, gradients,
-    master and moments on the host, the update on the CPU."""
+    master and moments on the host, the update on the CPU (DeepSpeed's offload_optimizer:
+    ZeRO-2, as ZeRO-Offload runs it; refused at stage 0, config/deepspeed.py)."""
+    stage = {"zero_stage": 2} if framework == "deepspeed" else {}
     raw = tiny(
+        parallel=stage,
         training={"optimizer": "adam", "precision": MIXED, "framework": framework},
         placement={
             "gradients": "dram",
@@ -250,7 +253,8 @@ def test_deepspeed_sub_groups_are_read_updated_and_written_in_turn():
 
 
 def test_deepspeed_cpu_optimizer_refuses_gradients_on_the_gpu():
-    raw = merge(two_layer("synchronous", "deepspeed"), {"placement": {"gradients": "hbm"}})
+    raw = two_layer("synchronous", "deepspeed")  # ZeRO-2 (stage 0 refuses a CPU optimizer)
+    raw = merge(raw, {"placement": {"gradients": "hbm"}, "parallel": {"zero_stage": 2}})
     with pytest.raises(InputError) as err:
         scenario(raw)
     assert "placement.gradients" in str(err.value) and "expected 'dram'" in str(err.value)
@@ -258,6 +262,7 @@ def test_deepspeed_cpu_optimizer_refuses_gradients_on_the_gpu():
     scenario(merge(raw, {"placement": {"optimizer_compute": "gpu"}}))
     # nor on a GPU-side flash tier (h200-hbf's HBF links to HBM only)
     sets = ["training.framework=deepspeed", "placement.optimizer_compute=cpu"]
+    sets += ["parallel.zero_stage=2"]
     sets += ["placement.optimizer=dram", "placement.master=dram"]
     with pytest.raises(InputError) as err:
         load_scenario(SCENARIOS / "default.yaml", [*sets, "placement.gradients=hbf"])

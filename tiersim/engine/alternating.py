@@ -35,8 +35,13 @@ configured is run again with that step's warm-up steps (`warmed_up`: tiersim.eng
 so that the checkpoint is measured after the step reported.
 
 Where the alternation does not decay the mean is the period: ZeRO-Infinity with the CPU
-updating a step late (tests/fixtures/alternating-steps-zero-infinity.yaml) runs steps of
-5.8434 and 5.9467 ms for good, reported 5.8951 ms (5.8434 over one step).
+updating a step late (tests/fixtures/alternating-steps-zero-infinity.yaml) ran steps of
+5.8434 and 5.9467 ms for good, reported 5.8951 ms (5.8434 over one step), until DeepSpeed's
+ZeRO-3 gathered layer 0 again each micro-batch and kept what its coordinator keeps from
+forward to backward (dsreuse): its steps now decay (5.3114, 5.5208, 5.4410, 5.4875 ... ms)
+with the first step's parts filling it, which the sign misses: reported 5.3114 ms, 3.2 %
+under the settled 5.487 ms (its sub_group_size at 150,000: 5.0211 and 5.8597 ms for good,
+also missed, 7.7 % under the period).
 
 Two steps are not the limit of an alternation that decays: that case's steps converge on a
 period of 8.475786 ms (the reported mean 0.0094 % under it, the one step 0.33 %); and where
