@@ -34,8 +34,9 @@ FP8 casts of the largest linear. Totals do not change: only the tensor boundarie
   measure` builds tiersim's own modules (groundtruth/torchmodels.py: q_proj, k_proj, v_proj,
   gate_proj, up_proj apart), which the listing stays.
 
-Muon under framework megatron reads `linear_qkv` whole; Megatron's Muon may split it into q,
-k and v (`split_qkv`): not checked here. Not changed: routed experts (Megatron-Core's
+Muon under framework megatron reads `linear_qkv` whole, as Megatron-Core's Muon does:
+`get_megatron_muon_optimizer` builds `TensorParallelMuon(..., split_qkv=False)` ("TODO(deyuf):
+support qkv split"; NVIDIA/Megatron-LM megatron/core/optimizer/muon.py at 025c931a). Not changed: routed experts (Megatron-Core's
 SequentialMLP / TEGroupedMLP hold each expert's fc1 as one [2f, h] too; listed as gate and up
 apart) and latent attention (Megatron-Core's MLASelfAttention holds its down and up
 projections apart, as listed).
