@@ -214,11 +214,14 @@ def test_pinned_secondary_rounded_tensor_by_tensor():
     # offload_param.pin_memory: _partition_param_sec pins each secondary tensor on its own
     # (`.pin_memory()`), the caching host allocator rounding each to a power of two; the
     # primary partition stays one flat block as before: 15,554,976 -> 16,777,216, +1,222,240.
-    # The secondary's tensors as tiersim holds GPT-2's (n / 8 values x 2 B = n / 4 bytes):
-    # 48 of 768 x 768 (q, k, v, out: 147,456 B -> 262,144, +114,688): 5,505,024
+    # The secondary's tensors as Megatron-DeepSpeed holds GPT-2's (query_key_value one
+    # [2,304, 768] weight and one [2,304] bias; n / 8 values x 2 B = n / 4 bytes):
+    # 12 of 768 x 2,304 (442,368 B -> 524,288, +81,920): 983,040
+    # 12 of 768 x 768 (out: 147,456 B -> 262,144, +114,688): 1,376,256
     # 24 of 768 x 3,072 (589,824 B -> 1,048,576, +458,752): 11,010,048
     # wte 9,649,344 B -> 16,777,216, +7,127,872; wpe 196,608 -> 262,144, +65,536
-    # 110 vectors of 768 (192 B -> 256, +64): 7,040; 12 of 3,072 (768 -> 1,024, +256): 3,072
+    # 74 vectors of 768 (6 a layer and the final norm's 2; 192 B -> 256, +64): 4,736;
+    # 12 of 3,072 (768 -> 1,024, +256): 3,072; 12 of 2,304 (576 -> 1,024, +448): 5,376
     pinned = {"training": {"offload": {"pin_memory": True}}}
     rounding = {}
     for h in (1, 8):
@@ -226,5 +229,5 @@ def test_pinned_secondary_rounded_tensor_by_tensor():
         t = host_timeline(r, build_inventory(r)).timeline
         rounding[h] = sum(e.nbytes for e in t.events if e.part.startswith("pinned rounding"))
     assert rounding[1] == 16_777_216 - PRIMARY == 1_222_240
-    secondary = 5_505_024 + 11_010_048 + 7_127_872 + 65_536 + 7_040 + 3_072
-    assert rounding[8] == 1_222_240 + secondary == 24_940_832
+    secondary = 983_040 + 1_376_256 + 11_010_048 + 7_127_872 + 65_536 + 4_736 + 3_072 + 5_376
+    assert rounding[8] == 1_222_240 + secondary == 21_798_176
