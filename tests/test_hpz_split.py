@@ -11,9 +11,10 @@ from tiersim.state.resolved import resolve
 from tiersim.workload.work import build_workload
 
 # A GPT-2-shaped model small enough that its tensors do not divide by 16: hidden 90 (3 heads of
-# 30), MLP 360, every bias on, two layers. Listed tensors of a layer (state/layers.py): q, k, v,
-# o 90 x 90; their biases 4 x 90; fc and proj 90 x 360; fc's bias 360, proj's 90; the two
-# layer norms' weights and biases 4 x 90: 98,370 values.
+# 30), MLP 360, every bias on, two layers. Under framework deepspeed a layer is listed as
+# Megatron-DeepSpeed holds it (state/held_layout.py): query_key_value 270 x 90 and its bias 270,
+# dense (o) 90 x 90 and its bias 90, dense_h_to_4h 360 x 90, dense_4h_to_h 90 x 360, their
+# biases 360 and 90, the two layer norms' weights and biases 4 x 90: 98,370 values.
 MODEL = {
     "family": "gpt2",
     "hidden": 90,
@@ -61,33 +62,36 @@ def _secondary_bytes(n: int) -> int:
 
 
 def test_each_fetch_part_holds_its_own_tensors_secondary_bytes():
-    # Submodules (each matrix with the vectors after it): q, k, v 8,100 each; o with the four
-    # biases 8,100 + 4 x 90 = 8,460; fc 32,400; proj with fc's and proj's biases and the norms
-    # 32,400 + 360 + 90 + 4 x 90 = 33,210. Bucketed at 30,000: [q k v] 24,300, [o + biases]
-    # 8,460, [fc] 32,400, [proj + vectors] 33,210.
+    # Submodules (each matrix with the vectors after it): query_key_value with its bias
+    # 24,300 + 270 = 24,570; o with its bias 8,100 + 90 = 8,190; fc 32,400; proj with fc's and
+    # proj's biases and the norms 32,400 + 360 + 90 + 4 x 90 = 33,210. Bucketed at 30,000: each
+    # its own part.
     # Secondary, d = 16, h = 8, 2 B:
+    #   24,300 -> ceil(1,518.75) = 1,519 x 16 / 8 = 3,038 values = 6,076 B
     #   8,100 -> ceil(506.25) = 507 x 16 / 8 = 1,014 values = 2,028 B (not 8,100 / 8 x 2 = 2,025)
     #   32,400 -> 2,025 x 16 / 8 = 4,050 values = 8,100 B
-    #   90 -> 6 x 16 / 8 = 12 values = 24 B;  360 -> 23 x 16 / 8 = 46 values = 92 B
-    # Parts: [q k v] 3 x 2,028 = 6,084, all persistent (8,100 <= 10,000);
-    #        [o + biases] 2,028 + 4 x 24 = 2,124, all persistent;
+    #   270 -> 17 x 16 / 8 = 34 values = 68 B;  90 -> 6 x 16 / 8 = 12 values = 24 B;
+    #   360 -> 23 x 16 / 8 = 46 values = 92 B
+    # Parts: [qkv + bias] 6,076 + 68 = 6,144, persistent 68 (24,300 > 10,000: the matrix not);
+    #        [o + bias] 2,028 + 24 = 2,052, all persistent (8,100 <= 10,000);
     #        [fc] 8,100, none persistent;
     #        [proj + vectors] 8,100 + 92 + 24 + 4 x 24 = 8,312, of which persistent 212.
-    # The layer: 6,084 + 2,124 + 8,100 + 8,312 = 24,620 B, persistent 8,420. By parameters
-    # (the released 16,200 and the persistent 8,420 each by cumulative floors at 0, 24,300,
-    # 32,760, 65,160, 98,370) the parts had 6,080 / 2,119 / 8,108 / 8,313, and the fc part,
-    # which holds no persistent tensor, 8,420 x 65,160 // 98,370 - 8,420 x 32,760 // 98,370 =
-    # 2,773 persistent bytes.
+    # The layer: 6,144 + 2,052 + 8,100 + 8,312 = 24,608 B, persistent 2,332. By parameters
+    # (the released 22,276 and the persistent 2,332 each by cumulative floors at 0, 24,570,
+    # 32,760, 65,160, 98,370) the first part had 22,276 x 24,570 // 98,370 = 5,563 + 2,332 x
+    # 24,570 // 98,370 = 582: 6,145 B, and the fc part, which holds no persistent tensor,
+    # 2,332 x 65,160 // 98,370 - 2,332 x 32,760 // 98,370 = 1,544 - 776 = 768 persistent bytes.
     # The rest (wte and the head 1,000 x 90 -> 11,250 values each, wpe 64 x 90 -> 720, ln_f
-    # 2 x 12): 2 x 22,500 + 1,440 + 48 = 46,488 B; the model 2 x 24,620 + 46,488 = 95,728 B.
+    # 2 x 12): 2 x 22,500 + 1,440 + 48 = 46,488 B; the model 2 x 24,608 + 46,488 = 95,704 B.
     assert _secondary_bytes(8_100) == 2_028 and _secondary_bytes(32_400) == 8_100
     assert _secondary_bytes(90) == 24 and _secondary_bytes(360) == 92
+    assert _secondary_bytes(24_300) == 6_076 and _secondary_bytes(270) == 68
     units = build_workload(resolve(scenario(merge(_raw(), {})))).units
     for layer in ("L0", "L1"):
         parts = [u for u in units if u.name.startswith(layer + ".")]
-        assert [u.params for u in parts] == [24_300, 8_460, 32_400, 33_210]
-        assert [u.hpz_secondary for u in parts] == [6_084, 2_124, 8_100, 8_312]
-        assert [u.hpz_persistent for u in parts] == [6_084, 2_124, 0, 212]
-        assert sum(u.hpz_secondary for u in parts) == 24_620
-        assert sum(u.hpz_persistent for u in parts) == 8_420
-    assert sum(u.hpz_secondary for u in units) == 95_728
+        assert [u.params for u in parts] == [24_570, 8_190, 32_400, 33_210]
+        assert [u.hpz_secondary for u in parts] == [6_144, 2_052, 8_100, 8_312]
+        assert [u.hpz_persistent for u in parts] == [68, 2_052, 0, 212]
+        assert sum(u.hpz_secondary for u in parts) == 24_608
+        assert sum(u.hpz_persistent for u in parts) == 2_332
+    assert sum(u.hpz_secondary for u in units) == 95_704
