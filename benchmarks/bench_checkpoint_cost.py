@@ -16,7 +16,8 @@ without (`checkpoint.every_steps` null), least of N simulate calls in this proce
   counted in the floor as the run it replaces);
 - FlowNetwork: flows started per call and the mean number of flows already in the network at
   a start and at a wake-up (a quadratic cost of sharing would show as a large mean here);
-- each schedule built (`schedule`: Schedules.get), its CPU time and op count;
+- each schedule built (`schedule`: Schedules.get; `schedule cut`: Schedules.cut, a blocking
+  copy's run built only to the plain step's reach), its CPU time and op count;
 - the floor: (without + every schedule built and engine run made after the plain ones) /
   without, the least the ratio can be while the checkpoint's schedule is built and its run
   simulated, everything else the checkpoint costs taken away.
@@ -58,6 +59,8 @@ def engine_runs(scenario, timed: bool) -> tuple[float, list, Counter]:
         "watched": lambda args, out: args[0].plain.ops,  # Watch.run(self, ...)
         "resumed": lambda args, out: args[0].schedule.ops,  # go_on(engine)
         "schedule": lambda args, out: out.ops,  # Schedules.get(self, steps, ...)
+        # the checkpoint run's schedule cut at the plain step's reach (Schedules.cut)
+        "schedule cut": lambda args, out: () if out is None else out.ops,
         "head": lambda args, out: args[2].ops,  # _head_run(res, setup, head, prior)
         "next step checked": lambda args, out: args[1].ops,  # NextStep.of(plain, longer)
         "closed form": lambda args, out: args[2].ops,  # closed_copy(res, setup, schedule, ...)
@@ -67,6 +70,7 @@ def engine_runs(scenario, timed: bool) -> tuple[float, list, Counter]:
         (resume.Watch, "run", "watched"),
         (resume, "go_on", "resumed"),
         (Schedules, "get", "schedule"),
+        (Schedules, "cut", "schedule cut"),
         (after_copy, "_head_run", "head"),
         (after_copy.NextStep, "of", "next step checked"),
         (apart, "closed_copy", "closed form"),
@@ -96,7 +100,7 @@ def _after_the_plain_ones(seen: list) -> list:
     not the checks of the next step (no schedule built, no run)."""
     seen = [entry for entry in seen if entry[0] != "next step checked"]
     first_schedule = next(i for i, (c, _, _) in enumerate(seen) if c == "schedule")
-    first_run = next(i for i, (c, _, _) in enumerate(seen) if c != "schedule")
+    first_run = next(i for i, (c, _, _) in enumerate(seen) if not c.startswith("schedule"))
     return [entry for i, entry in enumerate(seen) if i not in (first_schedule, first_run)]
 
 

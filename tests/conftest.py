@@ -7,6 +7,7 @@ figures (with the source in a comment) or arithmetic written out in the test its
 from __future__ import annotations
 
 import contextlib
+import importlib
 import io
 import json
 import os
@@ -114,6 +115,38 @@ def pytest_xdist_make_scheduler(config, log):
             super()._assign_work_unit(node)
 
     return SharedRunsScheduling(config, log)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection(session) -> None:
+    """In pytest-xdist's second worker: import the test files to be collected last-first,
+    before collecting them (in pytest's order, as every worker must).
+
+    Every worker collects every test file. In a fresh checkout and virtualenv (CI's) nothing
+    is compiled yet: the two workers start together and, collecting in the same order, both
+    compile the same modules (pytest's assertion rewriting of each test file, tiersim's and
+    the libraries' modules) at the same moment, each a full collection's worth.
+    Taken from opposite ends, each compiles about half and then finds the other half
+    written (docs/suite-time.md). The modules are the ones pytest would import, by the same
+    name (`--import-mode prepend`: the file's stem, tests/ on sys.path), so its collection
+    finds them imported; one that fails to import is left to the collection to report."""
+    if os.environ.get("PYTEST_XDIST_WORKER") != "gw1":
+        return
+    for path in reversed(files_to_collect(session.config)):
+        with contextlib.suppress(Exception, pytest.skip.Exception):
+            importlib.import_module(path.stem)
+
+
+def files_to_collect(config) -> list[Path]:
+    """The test files of this folder named by the run's arguments (a folder: its test files;
+    a file, or a test in it), in pytest's order."""
+    here = Path(__file__).resolve().parent
+    files: list[Path] = []
+    for arg in config.args:
+        path = (config.invocation_params.dir / arg.split("::")[0]).resolve()
+        found = sorted(path.glob("test_*.py")) if path.is_dir() else [path]
+        files += [f for f in found if f.parent == here and f.name.startswith("test_")]
+    return files
 
 
 def longest(scope: str) -> float:

@@ -136,7 +136,7 @@ def copy_resumed(monkeypatch) -> None:
     tests/test_step_after_copy.py), and an async copy's checkpoint run resumed and simulated,
     as before it was worked out beside the plain run in closed form (tiersim.engine.
     closed_copy, tests/test_copy_queues.py): what the tests of the resumed run read."""
-    monkeypatch.setattr(step_after_copy.NextStep, "of", classmethod(lambda cls, a, b: None))
+    monkeypatch.setattr(step_after_copy.NextStep, "of", classmethod(lambda cls, *schedules: None))
     monkeypatch.setattr(engine_simulate, "may_close", lambda *args: None)
     monkeypatch.setattr(checkpoint_apart, "closed_copy", lambda *args: "simulated, as before")
 

@@ -118,8 +118,11 @@ def test_without_overlap_comm_the_gpu_waits_for_every_bucket_alike(bucket):
 def test_the_bytes_on_the_link_are_the_same_at_every_bucket_size(stage):
     # ZeRO-2: four 2 GB reduce-scatters and four 2 GB all-gathers of the updated shards:
     # 16e9 B; ZeRO-3: the four reduce-scatters (8e9 B) and each layer's 2 GB all-gather
-    # before its forward and its backward (16e9 B): 24e9 B, whatever the bucket
-    expected = {2: 16e9, 3: 24e9}[stage]
+    # before its forward and its backward but L3's (14e9 B: DeepSpeed's coordinator keeps L3
+    # from its forward to its backward, nothing with parameters between them, within
+    # stage3_max_reuse_distance, 1e9 values; L2's scan passes L3's 1e9 and stops,
+    # tests/test_deepspeed_reuse.py): 22e9 B, whatever the bucket
+    expected = {2: 16e9, 3: 22e9}[stage]
     for bucket in (1, 2_000_000_000, 10**12):
         r = simulate(scenario(_raw(bucket, True, stage=stage)))
         assert r.links["nvlink"].bytes_by_direction == {"data": expected}

@@ -35,6 +35,9 @@ def _raw(zero: int, data: int, optimizer: str = "muon") -> dict:
     # reduce_scatter false: DeepSpeed refuses Muon with it true (test_deepspeed_muon_refusal.py)
     training = {"framework": "deepspeed", "seq_len": 128, "precision": BF16, "workspace": "0 B"}
     training |= {"optimizer": optimizer, "deepspeed": {"reduce_scatter": False}}
+    # transformers' Llama (the HF Trainer's): q, k, v, o, gate, up, down apart, as SIZES and
+    # the counts here take them (Megatron-DeepSpeed's fused ones: test_megatron_held.py)
+    training["implementation"] = "huggingface"
     parallel = {"data": data, "zero_stage": zero}
     return {"name": "ds", "model": MODEL, "training": training, "parallel": parallel}
 

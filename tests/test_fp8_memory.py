@@ -49,17 +49,19 @@ def llama3_8b():
 
 def test_llama3_8b_fp8_workspaces_live_from_the_start_of_the_step(llama3_8b):
     """Llama 3 8B (h 4,096, 32 heads, 8 KV heads of 128, FFN 14,336, 32 layers), tensor 1:
-    a layer's linear weights are q 4,096 x 4,096, k and v 4,096 x 1,024 each, o 4,096 x
-    4,096 and gate, up, down 4,096 x 14,336 each: 33,554,432 + 8,388,608 + 176,160,768 =
+    Megatron-Core's four TE linears a layer (state/held_layout.py): linear_qkv (32 + 2 x 8)
+    x 128 = 6,144 x 4,096, linear_proj 4,096 x 4,096, linear_fc1 2 x 14,336 = 28,672 x
+    4,096, linear_fc2 4,096 x 14,336: 25,165,824 + 16,777,216 + 117,440,512 + 58,720,256 =
     218,103,808 values. Delayed scaling: 2 B a value (data + cached transpose), 2 x 4 B of
-    scale_inv and 20,520 B of metadata per weight tensor (7 of them; TE's 4 fused GEMMs
-    would hold 3 x 20,520 B less): 436,207,616 + 7 x 20,528 = 436,351,312 B a layer."""
+    scale_inv and 20,520 B of metadata per weight (4 of them, 7 when q, k, v and gate, up
+    were counted apart): 436,207,616 + 4 x 20,528 = 436,289,728 B a layer."""
     r, inv = llama3_8b
-    per_layer = 2 * 218_103_808 + 7 * (2 * 4 + META)
-    assert per_layer == 436_351_312
+    assert 25_165_824 + 16_777_216 + 117_440_512 + 58_720_256 == 218_103_808
+    per_layer = 2 * 218_103_808 + 4 * (2 * 4 + META)
+    assert per_layer == 436_289_728
     fp8 = [e for e in build_events(r, inv, 0) if e.part == FP8_COPIES]
     assert [(e.moment, e.nbytes) for e in fp8] == [("start of the step", 32 * per_layer)]
-    assert 32 * per_layer == 13_963_241_984  # the 13.96 GB beside the bf16 weights
+    assert 32 * per_layer == 13_961_271_296  # the 13.96 GB beside the bf16 weights
 
 
 def _megatron(gradients: str):

@@ -73,8 +73,10 @@ def _resolved(implementation: str):
 
 
 def test_resolve_lists_gpt2_qkv_as_one_under_huggingface_only():
-    # GPT-2 small (h 768): c_attn [768, 2304] one tensor under huggingface; under megatron the
-    # listing keeps q, k, v apart (workload/cpu_optimizer.py counts them as one there)
+    # GPT-2 small (h 768): c_attn [768, 2304] one tensor under huggingface; under megatron
+    # without a framework the listing keeps q, k, v apart (tiersim's own modules;
+    # workload/cpu_optimizer.py counts them as one there); Megatron-Core's and
+    # Megatron-DeepSpeed's fused ones: tests/test_megatron_held.py
     hf, mg = _resolved("huggingface").model, _resolved("megatron").model
     assert hf.qkv_as_one and not mg.qkv_as_one
     assert (768, 2304) in {(m.rows, m.cols) for m in hf.layer_matrices()}

@@ -159,12 +159,12 @@ def test_the_differences_from_the_engine_are_named(runs):
     # fp32 gradient writes HBM -> DRAM -> NVMe are in flight, staged through host memory
     # (simulation.chunk_size x staging_chunks = 64 MiB x 4 at most), which the timeline leaves
     # to DeepSpeed's pinned swap buffers: an MLP part's (its 4 x 164 M x 4 B shard staged
-    # 256 MiB at a time) and the attention output's with the layer's four h-long biases,
-    # (25,600^2 + 4 x 25,600) / 16 x 4 B = 163,865,600 B, staged whole. The weights' drive
-    # reads land in the parameter swapper's pinned buffers (engine/param_swap.py), counted
-    # in both.
+    # 256 MiB at a time) and the attention output's (Megatron's dense with its bias;
+    # query_key_value's goes with its weight), (25,600^2 + 25,600) / 16 x 4 B = 163,846,400 B,
+    # staged whole. The weights' drive reads land in the parameter swapper's pinned buffers
+    # (engine/param_swap.py), counted in both.
     timeline, engine = _peaks(runs(ZERO_INFINITY))
-    assert engine - timeline == 64 * MiB * 4 + (25_600**2 + 4 * 25_600) // 16 * 4
+    assert engine - timeline == 64 * MiB * 4 + (25_600**2 + 25_600) // 16 * 4
 
 
 def test_the_run_report_shows_the_host_and_keeps_the_engines_peak(runs):

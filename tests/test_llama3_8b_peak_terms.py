@@ -76,9 +76,9 @@ def test_every_part_live_at_the_peak_by_hand(timeline):
     - master: int16 remainders, 145 x 8,192,000 x 2 B (store_param_remainders);
     - TE's cuBLAS workspace on sm_90: 33,554,432 B (get_cublas_workspace_size_bytes);
     - FP8 copies: each linear value's cached FP8 data and transpose, 2 x 32 x 218,103,808 B,
-      and per weight (7 a layer, 224) a scale_inv a copy and 5 GEMM tensors' 1,024 history
-      rows, scale and scale_inv in fp32: 224 x (2 x 4 + 5 x 1,026 x 4) (an upper figure: TE
-      has 4 modules a layer, tests/test_fp8_memory.py);
+      and per weight (Megatron-Core's 4 TE linears a layer, 128) a scale_inv a copy and 5 GEMM
+      tensors' 1,024 history rows, scale and scale_inv in fp32: 128 x (2 x 4 + 5 x 1,026 x 4)
+      (224 with q, k, v and gate, up apart, before; tests/test_fp8_memory.py);
     - saved activations, a layer in s·b·h = 4,096 x 4,096 units: 2 (input norm input) + 1
       (QKV's FP8 input) + 2 (q) + 2 x 2 x 1,024 / 4,096 (k, v) + 2 (attention output) + 1 (its
       FP8 copy) + 2 + 1 (post-attention norm input and FP8 output) + 2 x 2f/h (SwiGLU input)
@@ -96,19 +96,19 @@ def test_every_part_live_at_the_peak_by_hand(timeline):
         "resident optimizer": 145 * SHARD * 2 * 4,
         "resident master": 145 * SHARD * 2,
         "resident workspace": 32 * 2**20,
-        "FP8 weight copies (training.fp8)": 2 * LAYERS * LINEAR + 224 * (2 * 4 + 5 * 1026 * 4),
+        "FP8 weight copies (training.fp8)": 2 * LAYERS * LINEAR + 128 * (2 * 4 + 5 * 1026 * 4),
         "saved activations": LAYERS * layer,
         HEAD_INPUTS: 2 * 2 * sbh,
         "logits": S * V * 2,
         "logits in fp32 (kept by the loss)": S * V * 4,
     }
     assert layer == 495_452_160
-    assert expected["FP8 weight copies (training.fp8)"] == 13_963_241_984
+    assert expected["FP8 weight copies (training.fp8)"] == 13_961_271_296
     assert expected[HEAD_INPUTS] == 67_108_864
     assert timeline.peak_event.moment == "forward: loss"
     assert timeline.peak_event.part == "logits in fp32 (kept by the loss)"
     assert timeline.peak_parts == expected
-    assert sum(expected.values()) == timeline.peak_allocated_bytes == 84_139_321_856
+    assert sum(expected.values()) == timeline.peak_allocated_bytes == 84_137_351_168
 
 
 def test_each_buffer_is_allocated_once_and_the_shards_are_not_live(timeline):
@@ -143,23 +143,24 @@ def test_the_loss_backward_ties_the_forward_and_nothing_later_is_higher(timeline
 
 def test_the_tensors_as_the_allocator_gets_them_by_hand(timeline):
     """The allocator serves each tensor apart, so a part's requests are its tensors' sizes:
-    each linear weight's cached FP8 data and transpose (1 B a value; the weights as tiersim's
-    matrices cut them, q 4,096 x 4,096, k and v 1,024 x 4,096 each, the output projection,
-    gate, up and down 14,336 x 4,096 each, where TE fuses q, k, v and gate, up: the same
-    2 MiB multiples) and per weight one small request of its scales and metadata (2 x 4 +
+    each linear weight's cached FP8 data and transpose (1 B a value; the weights as
+    Megatron-Core holds them, linear_qkv 6,144 x 4,096, linear_proj 4,096 x 4,096,
+    linear_fc1 28,672 x 4,096, linear_fc2 4,096 x 14,336: 24, 16, 112 and 56 MiB) and per
+    weight one small request of its scales and metadata (2 x 4 +
     5 x 1,026 x 4 = 20,528 B); a layer's saves its ten tensors, a context rank's 4,096 tokens:
     the input norm's input, the post-attention norm's input, QKV's FP8 input, q, k and v,
     the attention output, its FP8 copy, the MLP's FP8 input, SwiGLU's input with the down
     projection's FP8 input, and the softmax statistics."""
     sbh = S * H
     meta = 2 * 4 + 5 * 1026 * 4
-    weights = [H * H, KV * H, KV * H, H * H, F * H, F * H, F * H]
+    weights = [(H + 2 * KV) * H, H * H, 2 * F * H, F * H]
     fp8_layer = tuple(x for w in weights for x in (w, w, meta))
     saves = (2 * sbh, 2 * sbh, sbh, 2 * sbh, 2 * 2 * S * KV, 2 * sbh, sbh, sbh)
     saves += (2 * S * 2 * F + S * F, HEADS * S * 4)
     fp8 = [e for e in timeline.events if e.alloc and e.key == "fp8"]
     assert [e.pieces for e in fp8] == [fp8_layer * LAYERS]
-    assert meta == 20_528 and sum(fp8_layer) * LAYERS == fp8[0].nbytes == 13_963_241_984
+    assert meta == 20_528 and sum(fp8_layer) * LAYERS == fp8[0].nbytes == 13_961_271_296
+    assert [w // MiB for w in weights] == [24, 16, 112, 56]
     saved = [e for e in timeline.events if e.alloc and e.key == "saved 0"]
     assert {e.pieces for e in saved} == {saves}
     assert [s // MiB for s in saves[:-1]] == [32, 32, 16, 32, 16, 32, 16, 16, 280]
@@ -177,32 +178,33 @@ def test_the_allocator_s_reserve_at_the_peak_by_hand(timeline):
     - optimizer, 9,502,720,000 B: 2 MiB x 4,532 = 9,504,292,864 B, 1,572,864 B split, cached;
     - gradients (9,625 x 2 MiB), the FP8 data, the saves, the head's inputs, the logits and
       the workspace: whole 2 MiB multiples, no rest;
-    - the small pool (requests up to 1 MiB, 2 MiB segments): 224 FP8 metadata requests of
-      20,528 B, blocks of 20,992 B (41 x 512), 99 to a segment (2,078,208 B; 18,944 B left):
-      99 + 99 + 26; then the 32 layers' 524,288 B statistics, 2 in the third segment's
-      1,551,360 B free and 30 four to a segment: 8 more, the last half full. 11 segments,
-      23,068,672 B, hold 224 x 20,528 + 32 x 524,288 = 21,375,488 B of requests.
+    - the small pool (requests up to 1 MiB, 2 MiB segments): 128 FP8 metadata requests of
+      20,528 B (4 TE linears a layer), blocks of 20,992 B (41 x 512), 99 to a segment
+      (2,078,208 B; 18,944 B left): 99 + 29; then the 32 layers' 524,288 B statistics, 2 in
+      the second segment's 1,488,384 B free and 30 four to a segment: 8 more, the last half
+      full. 10 segments, 20,971,520 B, hold 128 x 20,528 + 32 x 524,288 = 19,404,800 B of
+      requests (11 segments around 224 requests with q, k, v and gate, up apart: 1,693,184 B).
 
     Before, each part was cut into equal pieces (the FP8 copies 64 of 218,175,656 B, a
     layer's saves 10 of 49,545,216 B), each rounded to 2 MiB: 384,292,352 B."""
-    small = 11 * 2 * MiB - (224 * 20_528 + 32 * 524_288)
+    small = 10 * 2 * MiB - (128 * 20_528 + 32 * 524_288)
     assert 99 * 20_992 == 2_078_208 and 2 * MiB - 99 * 20_992 == 18_944 < 20_992
-    assert 2 * MiB - 26 * 20_992 - 2 * 524_288 == 502_784 and small == 1_693_184
+    assert 2 * MiB - 29 * 20_992 - 2 * 524_288 == 439_808 < 524_288 and small == 1_566_720
     weights = 145 * BUCKET * 2
     assert weights % (2 * MiB) == 1_048_576 == MiB  # not above 1 MiB: kept in the block
     master, optimizer = 145 * SHARD * 2, 145 * SHARD * 8
     assert -master % (2 * MiB) == 393_216 and -optimizer % (2 * MiB) == 1_572_864
     assert (136 * 2 + 9 * 4) * BUCKET % (2 * MiB) == 0
     reserve = timeline.peak_reserved_bytes - timeline.peak_allocated_bytes
-    assert reserve == MiB + 393_216 + 1_572_864 + small == 4_707_840
+    assert reserve == MiB + 393_216 + 1_572_864 + small == 4_581_376
 
 
 def test_what_is_left_over_the_gpu_itemised(timeline):
-    """Of CUDA's 84,943,044,608 B on an H100 80GB the allocation takes 84,139,321,856 B:
-    803,722,752 B are left. What lies outside the allocator is more: the CUDA context (723 MiB,
+    """Of CUDA's 84,943,044,608 B on an H100 80GB the allocation takes 84,137,351,168 B:
+    805,693,440 B are left. What lies outside the allocator is more: the CUDA context (723 MiB,
     758,120,448 B) and NCCL's ring buffers (2 communicators x 16 channels x 12 MiB,
-    402,653,184 B), 1,160,773,632 B, 357,050,880 B over before the allocator's reserve
-    (4,707,840 B), 361,758,720 B over with it. Even at the largest total found in public
+    402,653,184 B), 1,160,773,632 B, 355,080,192 B over before the allocator's reserve
+    (4,581,376 B), 359,661,568 B over with it. Even at the largest total found in public
     out-of-memory reports for an H100 80GB HBM3, "79.21 GiB" (its rounding's bound, 79.215 GiB
     = 85,056,458,588 B), the allocation and the outside terms would not fit."""
     reserve = timeline.peak_reserved_bytes - timeline.peak_allocated_bytes
@@ -210,10 +212,10 @@ def test_what_is_left_over_the_gpu_itemised(timeline):
     assert 16 * CHANNEL == 201_326_592 and 2 * 16 * CHANNEL == 402_653_184
     assert timeline.outside_bytes == OUTSIDE == 1_160_773_632
     left = CUDA_TOTAL - timeline.peak_allocated_bytes
-    assert left == 803_722_752
-    assert OUTSIDE - left == 357_050_880
-    assert reserve == 4_707_840
-    assert timeline.peak_total_bytes - CUDA_TOTAL == reserve + OUTSIDE - left == 361_758_720
+    assert left == 805_693_440
+    assert OUTSIDE - left == 355_080_192
+    assert reserve == 4_581_376 and OUTSIDE - left + reserve == 359_661_568
+    assert timeline.peak_total_bytes - CUDA_TOTAL == reserve + OUTSIDE - left == 359_661_568
     assert timeline.peak_allocated_bytes + OUTSIDE > 79_215 * 2**30 // 1000 == 85_056_458_588
     assert not timeline.fits and timeline.oom_event.moment == "forward: loss"
 

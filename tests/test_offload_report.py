@@ -42,7 +42,8 @@ def test_zero2_keeps_weights_whole_and_swaps_nothing(cli, tmp_path):
 
 
 def test_zero3_on_nvme_fetches_submodules_and_swaps_host_gradients(cli, tmp_path):
-    # ZeRO-3 with weights on NVMe: fetched, by submodule (6 a layer, the MLP's first matrix
+    # ZeRO-3 with weights on NVMe: fetched, by submodule (4 a layer, Megatron-DeepSpeed's
+    # query_key_value, dense, dense_h_to_4h, dense_4h_to_h; the MLP's first matrix
     # 25,600 x 102,400 = 2.62e9 the largest: test_offload_frameworks). Gradients placed on
     # NVMe itself are not swapped; homed on DRAM with the state on NVMe, they are.
     off, line = _run(cli, tmp_path, ONE_T, "model.layers=2")
@@ -51,9 +52,9 @@ def test_zero3_on_nvme_fetches_submodules_and_swaps_host_gradients(cli, tmp_path
         "submodule",
         False,
     )
-    assert (off["fetch_units_per_layer"], off["fetch_parts_per_layer"]) == (6, 6)  # no tiles
+    assert (off["fetch_units_per_layer"], off["fetch_parts_per_layer"]) == (4, 4)  # no tiles
     assert (
-        "parameters fetched per submodule (consecutive small ones bucketed together): 6 fetches "
+        "parameters fetched per submodule (consecutive small ones bucketed together): 4 fetches "
         "a layer, the largest 2.62 B parameters a fetch; no operator tiled" in line
     )
     off, line = _run(cli, tmp_path, ONE_T, "model.layers=2", "placement.gradients=dram")
@@ -63,20 +64,22 @@ def test_zero3_on_nvme_fetches_submodules_and_swaps_host_gradients(cli, tmp_path
 
 def test_tiles_are_counted_as_fetches_not_as_submodules(cli, tmp_path):
     # On 10 GB the MLP's two matrices (2,621,440,000 and 2,621,670,400 parameters) run in 2
-    # tiles each (test_offload_frameworks): the layer's 6 submodules are fetched as
-    # 4 + 2 x 2 = 8 fetches, the largest half the larger matrix, 1,310,835,200 parameters
+    # tiles each (test_offload_frameworks): the layer's 4 submodules are fetched as
+    # 2 + 2 x 2 = 6 fetches, the largest the untiled query_key_value, 3h^2 + 3h = 3 x
+    # 655,360,000 + 76,800 = 1,966,156,800 parameters (more than half the larger matrix,
+    # 1,310,835,200)
     off, line = _run(cli, tmp_path, ONE_T, "model.layers=2", "hardware.tiers.hbm.capacity=10 GB")
-    assert (off["fetch_units_per_layer"], off["fetch_parts_per_layer"]) == (8, 6)
-    assert off["largest_fetch_parameters"] == 2_621_670_400 // 2
+    assert (off["fetch_units_per_layer"], off["fetch_parts_per_layer"]) == (6, 4)
+    assert off["largest_fetch_parameters"] == 3 * 25_600**2 + 3 * 25_600 == 1_966_156_800
     assert (
-        "parameters fetched per submodule (consecutive small ones bucketed together): 8 fetches "
-        "a layer (6 submodule fetches, 2 of them cut into tiles), the largest 1.31 B parameters "
+        "parameters fetched per submodule (consecutive small ones bucketed together): 6 fetches "
+        "a layer (4 submodule fetches, 2 of them cut into tiles), the largest 1.97 B parameters "
         "a fetch; operators tiled as said above" in line
     )
 
 
 def test_the_tiling_line_names_each_tiled_part_its_parameters_and_which_way_it_costs(cli, tmp_path):
-    # the same 10 GB run: parts 4 and 5 of the layer's 6 (the MLP's 2,621,440,000 and
+    # the same 10 GB run: parts 2 and 3 of the layer's 4 (the MLP's 2,621,440,000 and
     # 2,621,670,400-parameter matrices, "2.62 B" each) in 2 tiles; the table says so, and
     # whether the tiled step is slower or faster than the untiled one the report measured
     sets = ("model.layers=2", "hardware.tiers.hbm.capacity=10 GB")
@@ -85,8 +88,8 @@ def test_the_tiling_line_names_each_tiled_part_its_parameters_and_which_way_it_c
     report = json.loads(out)
     cost = report["offload"]["tiling_cost_s"]
     head = (
-        "memory-centric tiling (every layer alike; L0.k: the k-th of a layer's 6 fetched parts, "
-        "from 0): L0.4 (2.62 B parameters) in 2 tiles, L0.5 (2.62 B parameters) in 2 tiles; it "
+        "memory-centric tiling (every layer alike; L0.k: the k-th of a layer's 4 fetched parts, "
+        "from 0): L0.2 (2.62 B parameters) in 2 tiles, L0.3 (2.62 B parameters) in 2 tiles; it "
     )
     whole = ", against the same operators whole on a GPU memory that holds them"
     # here the tiled step is the faster: each half MLP's drive read, issued a use ahead

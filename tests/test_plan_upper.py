@@ -129,8 +129,10 @@ def test_a_unit_s_gradients_move_as_often_as_the_generic_engine_moves_them_by_ha
     assert nvme.written_by_class["gradients"] == pytest.approx(12e9, rel=1e-6)
     assert nvme.read_by_class["gradients"] == pytest.approx(12e9, rel=1e-6)
     # under DeepSpeed (fp32 boundary gradients, swapped with the optimizer state, kernels on
-    # the compute stream) each way is still counted 2 x (3 + 1) = 8 times
+    # the compute stream; ZeRO-2, as its CPU optimizer runs) each way is still counted
+    # 2 x (3 + 1) = 8 times
     raw["training"]["framework"] = "deepspeed"
+    raw["parallel"] = {**raw.get("parallel", {}), "zero_stage": 2}
     res = resolve(scenario(raw))
     moves = Moves(Topology(res.machine), 64 * 2**20)
     gradient_moves(moves, res, "nvme", "dram", wl.units[0], 1, wl.micro_batches)

@@ -82,7 +82,9 @@ def test_the_modern_group_is_out_of_sample_and_reported(errors):
 
 def test_offload_runs_against_issue_18(errors):
     # Issue 18, the offload runs counted (ZeRO-Offload Fig. 8 on one V100, Ma and Wang's 3B):
-    # measured mean 4.65 %, worst 9.48 % (Fig. 8's 6B; the 3B -0.16 %), with DeepSpeed's CPU
+    # measured mean 4.73 %, worst 9.48 % (Fig. 8's 6B; the 3B -0.30 %; Fig. 8's mean 5.28 %)
+    # with Megatron-LM v1's query_key_value one tensor (DeepSpeed's bucket reduces of a GPT-2
+    # layer: state/held_layout.py; 4.65 % and 5.20 % with q, k and v apart), with DeepSpeed's CPU
     # path's remainder per parameter tensor of the rank's partition (fitted on Ma and Wang's
     # 1.5B run), Megatron-LM v1's unfused kernels, ZeRO-2's gradient copies and the gradient
     # path's kernels on the compute stream, each bucket reduce dividing DeepSpeed v0.3's whole
@@ -96,10 +98,10 @@ def test_offload_runs_against_issue_18(errors):
     assert len(offload) == 9
     assert max(abs(e) for e in offload.values()) <= 0.10, offload  # issue 18
     assert sum(abs(e) for e in offload.values()) / len(offload) <= 0.05, offload  # issue 18
-    assert sum(abs(e) for e in offload.values()) / len(offload) <= 0.0470, offload  # measured
+    assert sum(abs(e) for e in offload.values()) / len(offload) <= 0.0475, offload  # measured
     figure8 = {k: e for k, e in offload.items() if k.startswith("ren2021")}
     assert max(abs(e) for e in figure8.values()) <= 0.0955, figure8
-    assert sum(abs(e) for e in figure8.values()) / len(figure8) <= 0.0525, figure8
+    assert sum(abs(e) for e in figure8.values()) / len(figure8) <= 0.0530, figure8
     assert abs(offload["ma2025-qwen2.5-3b-zero-offload"]) <= 0.01
 
 

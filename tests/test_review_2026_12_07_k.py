@@ -65,16 +65,17 @@ def test_a_prefetch_depth_cut_below_the_setting_says_so_and_why(cli, write, tmp_
     default depth is 2 (config/framework.py, docs/zero3-prefetch.md) and
     stage3_prefetch_bucket_size 0 is DeepSpeed's "no prefetch" (the coordinator gathers ahead
     while fewer than min(max_live - available, 0) = 0 values were taken: none), so the depth
-    is cut to 0; a fetch is one MLP matrix, 8,192 x 28,672 = 234,881,024 values (235 M)."""
+    is cut to 0; a fetch is one MLP module, Megatron-DeepSpeed's dense_h_to_4h [2 x 28,672,
+    8,192] = 469,762,048 values (470 M; 235 M a matrix with gate and up apart)."""
     raw = {**ZERO3_NVME, "training": {**ZERO3_NVME["training"]}}
     raw["training"]["deepspeed"] = {"stage3_prefetch_bucket_size": 0}
     code, out, err = cli("run", write(raw), "--out", tmp_path / "o")
     assert code == 0, err
     line = next(x for x in out.splitlines() if x.startswith("Offload"))
-    assert "the largest 235 M parameters a fetch" in line
+    assert "the largest 470 M parameters a fetch" in line
     assert (
         "; prefetch depth 0 (simulation.prefetch_depth 2, DeepSpeed's default, cut to the "
-        "fetches of up to 235 M parameters that fit in the values DeepSpeed keeps gathered "
+        "fetches of up to 470 M parameters that fit in the values DeepSpeed keeps gathered "
         "ahead (training.deepspeed.stage3_prefetch_bucket_size, stage3_max_live_parameters: "
         "docs/zero3-prefetch.md) and in the GPU memory left);"
     ) in line
@@ -107,19 +108,20 @@ def test_the_exposed_cpu_work_is_a_priced_row_of_its_own(cli, write, tmp_path):
     16 GPUs: 12.560 s of 45.380 s, 6.443 s of it the CPU update the model prices). By hand
     for the two-layer model, 1,117,802,496 parameters a GPU (data 2) on dgx-h100: the CPU-Adam
     kernel at 0.794 Gparam/s 1.407811 s, clipping 8 B and the copy back 4 + 2 B a parameter
-    over 76.8 GB/s 0.203766 s, 21 tensors (2 x 9 + embedding, head, final norm) x 1/2 of
-    them in the partition x 1.901 ms 0.019961 s: 1.631538 s, all of it exposed (the update
-    follows the last backward)."""
+    over 76.8 GB/s 0.203766 s, 15 tensors as Megatron-DeepSpeed holds them (2 x 6: two
+    norms, query_key_value, dense, dense_h_to_4h, dense_4h_to_h; + embedding, head, final
+    norm; 21 with q, k, v and gate, up apart) x 1/2 of them in the partition x 1.901 ms
+    0.014258 s: 1.625835 s, all of it exposed (the update follows the last backward)."""
     placement = {**ZERO3_NVME["placement"], "master": "dram", "optimizer": "dram"}
     path = write({**ZERO3_NVME, "placement": placement})
     code, out, err = cli("run", path, "--out", tmp_path / "o")
     assert code == 0, err
     p = 1_117_802_496
-    update_s = p / 0.794e9 + p * (8 + 4 + 2) / 76.8e9 + 21 / 2 * 1.901e-3
+    update_s = p / 0.794e9 + p * (8 + 4 + 2) / 76.8e9 + 15 / 2 * 1.901e-3
     rows = [x for x in out.splitlines() if x.startswith("exposed CPU work")]
     assert len(rows) == 2  # the step's table's, and now the prices' own
     assert rows[1].startswith("exposed CPU work (CPU optimizer, host work)")
-    assert fmt_time(update_s) in rows[1]  # 1.632 s
+    assert fmt_time(update_s) in rows[1]  # 1.626 s
     st = json.loads((tmp_path / "o" / "report.json").read_text())["step"]
     rest = st["time_s"] - sum(st["breakdown"].values()) - update_s
     waits = next(x for x in out.splitlines() if "(not priced)" in x)

@@ -47,6 +47,9 @@ def test_deepspeed_pipeline_with_zero_1_and_other_frameworks_stay_valid(cli, wri
 # down 3 x 256 x 512 = 393,216: 655,360 linear values. Its FP8 copies (tensorwise): both
 # layouts, 1 B a value, and one fp32 scale each: 2 x 655,360 + 2 x 4 B x 7 weights = 1,310,776 B.
 FP8_LAYER = 2 * 655_360 + 2 * 4 * 7
+# Megatron-Core holds the same values as 4 TE linears (linear_qkv, linear_proj, linear_fc1,
+# linear_fc2; state/held_layout.py): 2 x 655,360 + 2 x 4 B x 4 weights = 1,310,752 B
+MCORE_FP8_LAYER = 2 * 655_360 + 2 * 4 * 4
 TINY = {
     "layers": 4,
     "hidden": 256,
@@ -82,7 +85,7 @@ def test_fsdp_fp8_full_recompute_holds_one_layers_copies(cli_json, write):
 
 def test_transformer_engine_fp8_cache_still_holds_every_layer(cli_json, write):
     """Megatron-Core's TE layers cache the copies all step (is_first_microbatch): all 4."""
-    assert _fp8_at_peak(cli_json, write, "megatron", 1) == 4 * FP8_LAYER
+    assert _fp8_at_peak(cli_json, write, "megatron", 1) == 4 * MCORE_FP8_LAYER == 5_243_008
 
 
 def test_a_value_where_a_section_goes_names_the_sections_keys(cli, write):

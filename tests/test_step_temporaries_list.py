@@ -47,12 +47,18 @@ def test_torch_adamw_s_foreach_list_is_a_tensor_a_parameter():
 
 def test_megatron_s_fp32_copies_are_a_tensor_a_parameter():
     """`main_param.grad = model_grad.float()` parameter by parameter (bf16 gradients, no
-    distributed optimizer): the same 21 tensors, 4 B a value."""
+    distributed optimizer), 4 B a value, the parameters as Megatron-Core holds them
+    (state/held_layout.py): a layer's linear_qkv [3 x 64, 64] (49,152 B), linear_proj 64 x 64
+    (16,384 B), linear_fc1 [2 x 128, 64] (65,536 B), linear_fc2 [64, 128] (32,768 B), two
+    norms; 2 layers, the final norm, the embedding and the head: 15 tensors, the same
+    16,712,960 B as the 21 apart."""
     training = {"seq_len": 128, "framework": "megatron"}
     raw = {"name": "tiny", "model": TINY, "training": training, "parallel": {"data": 4}}
     got = step_allocations(raw)
     assert {part for part, _, _ in got} == {"fp32 copy of 16-bit gradients (Megatron)"}
-    assert [(b, n) for _, b, n in got] == TENSORS
+    held = [(2 * 49_152, 2), (2 * 16_384, 2), (2 * 65_536, 2), (2 * 32_768, 2), (5 * 256, 5)]
+    assert [(b, n) for _, b, n in got] == [*held, (2 * 4 * 2_048_000, 2)]
+    assert sum(b for _, b, _ in got) == 16_712_960 and sum(n for _, _, n in got) == 15
 
 
 def test_deepspeed_s_partition_stays_one_flat_tensor():

@@ -32,7 +32,11 @@ WINDOW = {
 
 
 def raw(deepspeed: dict | None = None, **training) -> dict:
+    # transformers' Llama under DeepSpeed (the HF Trainer's): q, k, v, o, gate, up and down
+    # seven modules, as the counts here take them (Megatron-DeepSpeed, implementation
+    # megatron, holds query_key_value and dense_h_to_4h: tests/test_megatron_held.py)
     tr = {"seq_len": 32, "precision": BF16, "workspace": "0 B", "framework": "deepspeed"}
+    tr["implementation"] = "huggingface"
     tr |= training
     if deepspeed is not None:
         tr["deepspeed"] = deepspeed

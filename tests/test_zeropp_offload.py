@@ -52,23 +52,30 @@ def _pcie(result, direction: str) -> int:
 def test_hpz_offload_pcie_bytes_by_hand(offloaded):
     base, hpz = offloaded["base"], offloaded["hpz"]
     # The engine's uses per micro-batch: forward L0..L11 then the rest, backward the rest then
-    # L11..L0; a unit used twice in a row is still held (no fetch, no release): the rest
-    # (forward -> backward) in both micro-batches, and L0 (mb0 backward -> mb1 forward).
-    # Without hpZ, each fetch copies the primary partition to the GPU:
-    # 4 x 15,554,976 - 2 x 4,923,168 - 885,984 = 51,487,584
-    assert _pcie(base, "dram->hbm") == 4 * PRIMARY - 2 * REST_PRI - LAYER_PRI == 51_487_584
+    # L11..L0. GPT-2 small (124 M values) is under stage3_max_reuse_distance (1e9): DeepSpeed's
+    # coordinator keeps every layer from its forward to its backward (tests/
+    # test_deepspeed_reuse.py), and the rest is used twice in a row: no backward fetches.
+    # Nothing is held over the micro-batch boundary (the trace ends with the backward: L0 is
+    # released, micro-batch 1's forward fetches it again), but for the persistent parameters
+    # (GPT-2's vectors, at most 1e5 values: gathered once a step, stage3.py `_post_step`, kept
+    # all step; below). Without hpZ, each fetch copies the primary partition to the GPU:
+    # micro-batch 0 15,554,976, micro-batch 1 the same less the persistent vectors' primary,
+    # a layer's 9,984 x 2 / 16 = 1,248 B and ln_f's 1,536 x 2 / 16 = 192 B: 15,539,808
+    assert 12 * 1_248 + 192 == 15_168
+    assert _pcie(base, "dram->hbm") == 2 * PRIMARY - 15_168 == 31_094_784
     # hpZ: the first forward copies the primary (_all_gather_dtype: ds_tensor.to(device)),
-    # every later fetch the secondary (ds_secondary_tensor.to(device)), d/h = 2 times it:
-    # mb0 forward 15,554,976; mb0 backward 12 layers 21,263,616; mb1 forward 11 layers and
-    # the rest 19,491,648 + 9,846,336; mb1 backward 21,263,616
-    fetched = PRIMARY + 12 * LAYER_SEC + (11 * LAYER_SEC + REST_SEC) + 12 * LAYER_SEC
-    assert _pcie(hpz, "dram->hbm") == fetched == 87_420_192
+    # every later fetch the secondary (ds_secondary_tensor.to(device)), d/h = 2 times it,
+    # less the persistent vectors' (LAYER_REL, REST_REL below): mb0 forward 15,554,976; mb1
+    # forward 12 layers and the rest 21,233,664 + 9,845,952
+    fetched = PRIMARY + 12 * LAYER_REL + REST_REL
+    assert _pcie(hpz, "dram->hbm") == fetched == 46_634_592
     # back to the host: the updated weights (15,554,976, both) and, with hpZ, every release's
-    # copy into the host's secondary (_partition_param_sec): 4 uses x 13 units less the 3
-    # held (rest twice, L0 once): layers 47 x 1,771,968, the rest 2 x 9,846,336
+    # copy into the host's secondary (_partition_param_sec): each of the 13 units released
+    # once a micro-batch, after its backward (the layers kept over their forward's release):
+    # 2 x (12 x 1,771,968 + 9,846,336) = 2 x 31,109,952
     assert _pcie(base, "hbm->dram") == PRIMARY
-    written = 47 * LAYER_SEC + 2 * REST_SEC
-    assert _pcie(hpz, "hbm->dram") == PRIMARY + written == 118_530_144
+    written = 2 * (12 * LAYER_SEC + REST_SEC)
+    assert _pcie(hpz, "hbm->dram") == PRIMARY + written == 77_774_880
     # the secondary in host memory, not in HBM (torch.empty(device=remote_device))
     assert hpz.tiers["dram"].peak_bytes - base.tiers["dram"].peak_bytes == SECONDARY_ALL
     assert hpz.tiers["hbm"].peak_bytes == base.tiers["hbm"].peak_bytes
@@ -207,11 +214,14 @@ def test_pinned_secondary_rounded_tensor_by_tensor():
     # offload_param.pin_memory: _partition_param_sec pins each secondary tensor on its own
     # (`.pin_memory()`), the caching host allocator rounding each to a power of two; the
     # primary partition stays one flat block as before: 15,554,976 -> 16,777,216, +1,222,240.
-    # The secondary's tensors as tiersim holds GPT-2's (n / 8 values x 2 B = n / 4 bytes):
-    # 48 of 768 x 768 (q, k, v, out: 147,456 B -> 262,144, +114,688): 5,505,024
+    # The secondary's tensors as Megatron-DeepSpeed holds GPT-2's (query_key_value one
+    # [2,304, 768] weight and one [2,304] bias; n / 8 values x 2 B = n / 4 bytes):
+    # 12 of 768 x 2,304 (442,368 B -> 524,288, +81,920): 983,040
+    # 12 of 768 x 768 (out: 147,456 B -> 262,144, +114,688): 1,376,256
     # 24 of 768 x 3,072 (589,824 B -> 1,048,576, +458,752): 11,010,048
     # wte 9,649,344 B -> 16,777,216, +7,127,872; wpe 196,608 -> 262,144, +65,536
-    # 110 vectors of 768 (192 B -> 256, +64): 7,040; 12 of 3,072 (768 -> 1,024, +256): 3,072
+    # 74 vectors of 768 (6 a layer and the final norm's 2; 192 B -> 256, +64): 4,736;
+    # 12 of 3,072 (768 -> 1,024, +256): 3,072; 12 of 2,304 (576 -> 1,024, +448): 5,376
     pinned = {"training": {"offload": {"pin_memory": True}}}
     rounding = {}
     for h in (1, 8):
@@ -219,5 +229,5 @@ def test_pinned_secondary_rounded_tensor_by_tensor():
         t = host_timeline(r, build_inventory(r)).timeline
         rounding[h] = sum(e.nbytes for e in t.events if e.part.startswith("pinned rounding"))
     assert rounding[1] == 16_777_216 - PRIMARY == 1_222_240
-    secondary = 5_505_024 + 11_010_048 + 7_127_872 + 65_536 + 7_040 + 3_072
-    assert rounding[8] == 1_222_240 + secondary == 24_940_832
+    secondary = 983_040 + 1_376_256 + 11_010_048 + 7_127_872 + 65_536 + 4_736 + 3_072 + 5_376
+    assert rounding[8] == 1_222_240 + secondary == 21_798_176

@@ -4,7 +4,11 @@ one link per pair of tiers. Each returns every problem it finds (exit 2), not th
 
 from __future__ import annotations
 
-from tiersim.config.deepspeed import deepspeed_key_problems, muon_reduce_scatter_problems
+from tiersim.config.deepspeed import (
+    deepspeed_key_problems,
+    muon_reduce_scatter_problems,
+    stage0_offload_problems,
+)
 from tiersim.config.distributed_optimizer import distributed_optimizer_problems
 from tiersim.config.expert_overlap_checks import expert_overlap_problems
 from tiersim.config.fields import plain_fields
@@ -231,11 +235,35 @@ def _framework_problems(s: Scenario) -> list[Problem]:
         problems.append(Problem("placement.optimizer_compute", what, "E-PLACEMENT"))
     for key, value in plain_fields(s.training.offload).items():
         if value is not None:
-            want = "the key left out: it describes DeepSpeed's and FSDP2's offload engines"
-            problems.append(
-                Problem(f"training.offload.{key}", instead.format(want=want), "E-PLACEMENT")
-            )
+            problems.append(_megatron_offload_key(key, value, instead))
     return problems
+
+
+# the keys of training.offload that choose how weights are fetched, not where state lives
+# (what each sets, the frameworks whose engines read it)
+FETCH_KEYS = {
+    "fetch": ("the unit sharded or offloaded weights are fetched in", "fsdp or deepspeed"),
+    "prefetch_bucket_size": ("DeepSpeed ZeRO-3's prefetch bucket", "deepspeed"),
+    "max_live_parameters": ("DeepSpeed ZeRO-3's bound on parameters gathered at once", "deepspeed"),
+}
+
+
+def _megatron_offload_key(key: str, value: object, instead: str) -> Problem:
+    """A `training.offload` key under megatron, in the words of what it sets: a fetch key
+    speaks of fetching (review o, 12), the others of the offload engines they describe."""
+    path = f"training.offload.{key}"
+    if key not in FETCH_KEYS:
+        want = "the key left out: it describes DeepSpeed's and FSDP2's offload engines"
+        return Problem(path, instead.format(want=want), "E-PLACEMENT")
+    given = f"'{value}'" if isinstance(value, str) else f"{value:,}"
+    what, readers = FETCH_KEYS[key]
+    why = (
+        f"{given}: sets {what}, which training.framework: megatron does not read "
+        "(Megatron-LM's weights are whole on each GPU or, under parallel.zero_stage 3, gathered "
+        "a layer at a time; its --optimizer-cpu-offload is not modelled); expected the key "
+        f"left out, or framework {readers}, which reads it"
+    )
+    return Problem(path, why, "E-PLACEMENT")
 
 
 def _deepspeed_problems(s: Scenario) -> list[Problem]:
@@ -357,6 +385,7 @@ def consistency_problems(s: Scenario) -> list[Problem]:
         + _deepspeed_problems(s)
         + deepspeed_key_problems(s)
         + muon_reduce_scatter_problems(s)
+        + stage0_offload_problems(s)
         + zeropp_problems(s)
         + distributed_optimizer_problems(s)
         + expert_overlap_problems(s)

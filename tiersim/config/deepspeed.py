@@ -218,3 +218,26 @@ def zero3_fetch_notes(s) -> list[Problem]:
         for key, value in tr.deepspeed.model_dump().items()
         if key.startswith("stage3_") and value is not None
     ]
+
+
+def stage0_offload_problems(s) -> list[Problem]:
+    """The optimizer on the CPU (DeepSpeed's `offload_optimizer`) at ZeRO stage 0: DeepSpeed
+    runs that offload in its ZeRO optimizers only (deepspeed/runtime/zero/config.py at
+    cbf3d661: "Valid for ZeRO stage 1, 2, 3"). At stage 0 engine.py (007cca6a,
+    `_configure_basic_optimizer`) still builds DeepSpeedCPUAdam, `zero_use_cpu_optimizer()`
+    being true, but over the parameters where they are, on the GPU, and no ZeRO optimizer
+    moves a copy to the host (`_do_optimizer_sanity_check`: no ZERO_OPTIMIZATION below stage
+    1), so the first step stops at its assertion (deepspeed/ops/adam/cpu_adam.py at a9a61885,
+    `step`). ZeRO-Offload is built on ZeRO-2 (Ren et al. 2021, §4)."""
+    if s.training.framework != "deepspeed" or s.parallel.zero_stage != 0:
+        return []
+    if s.placement.optimizer_compute != "cpu":
+        return []
+    why = (
+        "is cpu (DeepSpeed's offload_optimizer) with parallel.zero_stage 0, where DeepSpeed "
+        'builds no ZeRO optimizer to run it (zero/config.py: offload_optimizer "Valid for ZeRO '
+        'stage 1, 2, 3"; its CPU Adam, given the GPU\'s parameters, asserts "CPUAdam param is '
+        "on cuda:0 and must be 'cpu'\" at the first step); expected parallel.zero_stage 1, 2 "
+        "(ZeRO-Offload's) or 3, or placement.optimizer_compute: gpu"
+    )
+    return [Problem("placement.optimizer_compute", why, "E-CONFLICT")]

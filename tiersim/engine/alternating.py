@@ -34,17 +34,25 @@ the last step, the report saying so (`sim.measured_steps_why`). With a checkpoin
 configured is run again with that step's warm-up steps (`warmed_up`: tiersim.engine.simulate),
 so that the checkpoint is measured after the step reported.
 
-Where the alternation does not decay the mean is the period: ZeRO-Infinity with the CPU
-updating a step late (tests/fixtures/alternating-steps-zero-infinity.yaml) runs steps of
-5.8434 and 5.9467 ms for good, reported 5.8951 ms (5.8434 over one step).
+Where the update overlaps the next step and no checkpoint is simulated, the run as configured
+holds one step more (`compared_steps`: warm-up, measured, the step after it, trailing; a run's
+last step is no measure of the others, nothing of a next step beside its tail), and the
+measured step's length is compared with the next one's (`changing`), at no run more. Where
+they differ the steps have not settled: ZeRO-Infinity with the CPU updating a step late
+(tests/fixtures/alternating-steps-zero-infinity.yaml; since DeepSpeed's ZeRO-3 gathers layer
+0 again each micro-batch, dsreuse) runs steps of 5.3013, 5.4717, 5.4318, 5.4355, 5.4423 and
+5.4428 ms, then 5.4428 ms for good, each step's parts filling it: the step after one warm-up
+step, reported before, was 2.6 % under the settled one, which the runs one step longer now
+reach (step 7, `settle`). Where two steps alternate for good with their parts filling them
+(the same at `sub_group_size: 150000`: 5.0211 and 5.8085 ms from step 3 on), the two steps
+before the last two measured, each as long as its own two steps later, make them a cycle,
+reported at its period, their mean (`cycle`). Where steps repeat the run is a step longer
+(a third more events in a run of three) and nothing else: no shipped scenario has an
+update that overlaps the next step.
 
-Two steps are not the limit of an alternation that decays: that case's steps converge on a
-period of 8.475786 ms (the reported mean 0.0094 % under it, the one step 0.33 %); and where
-each step's parts are the next step's length, two steps' parts miss them by 8e-5 of them
-(docs/invariants.md, "Steps that alternate are measured over two": what is left). The
-sign misses steps that alternate with parts that fill their windows (2 of 682 drawn steps
-measured after a warm-up, there): only comparing the lengths finds those, a step more on
-every run that is not one step alone.
+Two steps are not the limit of an alternation that decays (seed 22 case 32's period
+8.475786 ms, its mean 0.0094 % under: docs/invariants.md, (h), what is left). With a
+checkpoint the run is not made longer: the signs on parts and ports alone send it on.
 """
 
 from __future__ import annotations
@@ -121,37 +129,106 @@ def alternate(lengths: tuple[float, float], events: int, clock_s: float) -> bool
 
 
 def measured_over_two(
-    res: Resolved, setup: RunSetup, run: Callable, steps: int, measured: int, first: StepResult
+    res: Resolved,
+    setup: RunSetup,
+    run: Callable,
+    steps: int,
+    measured: int,
+    first: StepResult,
+    ran: tuple | None = None,
 ) -> StepResult | None:
-    """The step `first` (step `measured` of a run of `steps` steps) measured again where its
-    parts do not fill it (`unfilled`) or a tier port's bytes overfill it (`overdrawn`): in
-    runs one step longer each (`run`: tiersim.engine.runs.Runs), at most `SETTLE_RUNS`, until
-    a step and the step after it alternate with parts filling both (their mean, `settle`)
-    or last as long with parts filling each (`settled`). At the bound, the last step
-    measured where its parts fill it (its steps still changing), else the first two that
-    alternate, their mean (as where the alternation decays: its period more nearly than one
-    step), else the last step measured, saying so. None where no sign fires or no longer
-    run is within the limit."""
-    signs = unfilled(res, first, measured) or overdrawn(res, first, measured)
-    if not signs:
+    """The step `first` (step `measured` of a run of `steps` steps, `ran`: that run) measured
+    again where its parts do not fill it (`unfilled`), a tier port's bytes overfill it
+    (`overdrawn`) or, where the run holds the step after it (`compared_steps`), the two
+    lengths differ (`changing`): first the step and the one after it in `ran` (`settle`), then
+    in runs one step longer each (`run`: tiersim.engine.runs.Runs), at most `SETTLE_RUNS`,
+    until a step and the step after it alternate with parts filling both (their mean) or
+    last as long with parts filling each (`settled`). At the bound, the last step measured
+    where its parts fill it (its steps still changing), else the first two that alternate,
+    their mean (as where the alternation decays: its period more nearly than one step),
+    else the last step measured, saying so. None where no sign fires, or where no step after
+    it is measured (no longer run within the limit): measured over one."""
+    base = _steps_of(res, setup, ran) if ran is not None and steps - measured >= 3 else None
+    moved = base is not None and changing(first, ran[2].step_end, measured, steps)
+    if not (moved or unfilled(res, first, measured) or overdrawn(res, first, measured)):
         return None
-    events, wall, last, pair = first.events, first.wall_s, None, None
+    since = _since(first, ran[2].step_end, measured) if moved else _since(first, None, measured)
+    events, wall, last, pair, runs = first.events, first.wall_s, None, None, 0
+    if base is not None:  # the step after it is in the run already: no run more
+        found, last, pair = settle(res, base, measured, steps, since)
+        if found is not None:
+            return found
     for longer in range(steps + 1, steps + 1 + SETTLE_RUNS):
         if not _within_limit(res, setup, longer):
             break
-        one = _steps_of(res, setup, run(res, setup, longer))
-        step = measured + longer - steps - 1  # the step measured in the run before this one
-        found, last, mean = settle(res, one, step, longer, (measured, first.time_s))
-        events, wall, pair = events + last.events, wall + last.wall_s, pair or mean
+        ran = run(res, setup, longer)
+        # the step before the last two of the run: the last is a trailing step
+        found, last, mean = settle(res, _steps_of(res, setup, ran), longer - 3, longer, since)
+        found = found or cycle(res, ran[2].step_end, longer - 3, mean, since)
+        events, wall, pair, runs = events + last.events, wall + last.wall_s, pair or mean, runs + 1
         if found is not None:
             return replaced(found, events=events, wall_s=wall)
     if last is None:  # no longer run within simulation.max_layer_passes: measured over one
         return None
-    k = measured + last.steps_simulated - steps  # the last step measured
+    k = last.steps_simulated - 2  # the last step measured
     filled = not (unfilled(res, last, k) or overdrawn(res, last, k))
     reported = last if filled or pair is None else pair
-    words = unsettled(first, measured, reported, k, reported is pair, filled)
+    words = unsettled(since, reported, k, reported is pair, filled, runs)
     return replaced(reported, events=events, wall_s=wall, measured_steps_why=words)
+
+
+def cycle(
+    res: Resolved, ends: list[float], step: int, mean: StepResult | None, since: str
+) -> StepResult | None:
+    """`mean` (steps `step` and `step + 1` of a run whose step ends are `ends`, alternating),
+    where the two steps before them last as long as they do, each as its own two steps
+    later, and the mean's parts fill it: a cycle of two steps for good, reported at its
+    period (alternating-steps-zero-infinity.yaml at `sub_group_size: 150000`: 5.0211 and
+    5.8085 ms from step 3 on, each step's parts filling it, where the last step measured at
+    the bound was one of the two); else None."""
+    if mean is None or step < 3 or unfilled(res, mean, step) or overdrawn(res, mean, step):
+        return None
+    lengths = [ends[k] - ends[k - 1] for k in range(step - 2, step + 2)]
+    clock = ends[step + 1]
+    if any(alternate((lengths[k], lengths[k + 2]), mean.events, clock) for k in (0, 1)):
+        return None
+    words = f"{since}; {mean.measured_steps_why}, as steps {step - 2} and {step - 1} do: a "
+    return replaced(mean, measured_steps_why=words + "cycle of two steps, at its period")
+
+
+def compared_steps(res: Resolved, setup: RunSetup) -> tuple[int, int]:
+    """Steps to simulate and the index of the measured one: steady.steps_to_simulate's, one
+    step more where the update overlaps the next step (pipelined or delayed), no checkpoint
+    is simulated (its runs are measured against the plain run's end) and the run is within
+    simulation.max_layer_passes.
+    The step after the measured one is then a step between others as the measured one is
+    (a run's last step ends with no next step's head beside its tail: settling-steps.yaml's
+    settled 281.753 us step is 267.533 us as a run's last), and the two lengths are compared
+    (`changing`) at no run more: a step whose steps have not settled is measured on."""
+    steps, measured = steady.steps_to_simulate(res)
+    execution = res.execution
+    if execution.training.optimizer_step == "synchronous" or execution.checkpoint_simulated:
+        return steps, measured
+    return (steps + 1 if _within_limit(res, setup, steps + 1) else steps), measured
+
+
+def changing(first: StepResult, ends: list[float], measured: int, steps: int) -> bool:
+    """The third sign: the measured step (`first`) and the step after it (from the run's step
+    ends) differ in length (`alternate`): its steps have not settled, whether its parts fill
+    it or not (tests/fixtures/alternating-steps-zero-infinity.yaml: steps of 5.301, 5.472,
+    5.432, 5.436, 5.442 ms, each step's parts filling it, the same from step 6 on)."""
+    after = ends[measured + 1] - ends[measured]
+    return alternate((first.time_s, after), first.events, first.time_s * steps)
+
+
+def _since(first: StepResult, ends: list[float] | None, measured: int) -> str:
+    """The report's words for why the step measured is not the one reported: its parts not
+    filling it, or (`ends`: the run's step ends) its length and the next step's differing."""
+    start = f"step {measured} ({first.time_s * 1e3:.6g} ms)"
+    if ends is None:
+        return f"the parts of {start} do not fill it"
+    after = (ends[measured + 1] - ends[measured]) * 1e3
+    return f"{start} and the step after it ({after:.6g} ms) differ in length"
 
 
 def _steps_of(res: Resolved, setup: RunSetup, ran: tuple) -> Measure:
@@ -166,9 +243,9 @@ def _steps_of(res: Resolved, setup: RunSetup, ran: tuple) -> Measure:
     return one
 
 
-def settle(res: Resolved, one: Measure, step: int, steps: int, since: tuple[int, float]) -> tuple:
+def settle(res: Resolved, one: Measure, step: int, steps: int, since: str) -> tuple:
     """Step `step` and the one after it, of a run of `steps` steps (`one` measures a step;
-    `since`: the step first measured and its length, for the report's words): the step to
+    `since`: why the step first measured is measured on, for the report's words): the step to
     report, the step after as measured and the two's mean where they alternate (each with
     `steps_simulated` the run's). The step to report: their mean where they alternate, the
     first's parts (or ports) not filling it and the mean's filling it; else the step after
@@ -282,37 +359,40 @@ def why(a: float, b: float, measured: int) -> str:
     )
 
 
-def settled(since: tuple[int, float], step: int, length: float) -> str:
+def settled(since: str, step: int, length: float) -> str:
     """The report's words where a later step and the one before it fill their parts and
     last as long: which step, how long."""
-    first, first_s = since
     return (
-        f"the parts of step {first} ({first_s * 1e3:.6g} ms) do not fill it; step {step} is "
-        f"the first after it whose parts fill it, as the step before's do, the two as long "
-        f"({length * 1e3:.6g} ms): its steps have settled and it is reported"
+        f"{since}; step {step} is the first after it whose parts fill it, as the step "
+        f"before's do, the two as long ({length * 1e3:.6g} ms): its steps have settled and it "
+        "is reported"
     )
 
 
 def unsettled(
-    first: StepResult, at: int, reported: StepResult, last: int, pair: bool, filled: bool
+    since: str, reported: StepResult, last: int, pair: bool, filled: bool, runs: int
 ) -> str:
-    """The report's words where no step after step `at` (`first`) up to step `last`, the
-    bound (`SETTLE_RUNS`), settles: the last step where its parts fill it (`filled`), else
-    the first two that alternate (`pair`), their mean, else the last step."""
-    bound = f"the last of {SETTLE_RUNS} runs one step longer each (the bound)"
+    """The report's words where no step after the one measured (`since`: why it is measured
+    on) up to step `last`, the bound (`SETTLE_RUNS`, `runs` made), settles: the last step
+    where its parts fill it (`filled`), else the first two that alternate (`pair`), their
+    mean, else the last step."""
+    bound = (
+        f"the last of {runs} run{'s' if runs != 1 else ''} one step longer each (the bound)"
+        if runs
+        else "no longer run within simulation.max_layer_passes"
+    )
     if pair:
         return (
             f"{reported.measured_steps_why}, its parts not filling the two; nor do any "
             f"step's or two's that alternate up to step {last}, {bound}"
         )
-    start = f"the parts of step {at} ({first.time_s * 1e3:.6g} ms) do not fill it"
     if filled:
         return (
-            f"{start}; up to step {last}, {bound}, no step after it lasts as long as the "
+            f"{since}; up to step {last}, {bound}, no step after it lasts as long as the "
             f"one before with the parts of both filling them: step {last} "
             f"({reported.time_s * 1e3:.6g} ms) is reported, its parts filling it"
         )
     return (
-        f"{start}, nor those of any step after it up to step {last}, {bound}: step {last} "
+        f"{since}, nor those of any step after it up to step {last}, {bound}: step {last} "
         f"({reported.time_s * 1e3:.6g} ms) is reported, its parts not filling it"
     )

@@ -22,7 +22,7 @@ from tiersim.engine.fork import ended_last, fork_point, go_on
 from tiersim.engine.ops import Op, Schedule
 from tiersim.engine.schedule_sharing import Schedules
 from tiersim.engine.setup import RunSetup
-from tiersim.engine.step_after_copy import NextStep
+from tiersim.engine.step_after_copy import NextStep, reach
 from tiersim.state.resolved import Resolved
 
 Run = tuple[Schedule, Engine, RunLog, float]  # schedule, finished engine, its log, wall s
@@ -85,7 +85,7 @@ class Runs:
         """The schedule the run `run(res, setup, steps, checkpoint_steps)` would run (the
         one kept for the run asked for `ahead`, where it is that one), not run."""
         kept = self._next
-        if kept is not None and kept[0] == (steps, frozenset(checkpoint_steps)):
+        if kept is not None and kept[0] == (steps, frozenset(checkpoint_steps)) and kept[1]:
             return kept[1]
         return self.schedules.get(steps, frozenset(checkpoint_steps))
 
@@ -127,11 +127,11 @@ class Runs:
         """The checkpoint run, from the warm-up where its checkpoints are all after it. It
         comes last: the warm-up and plain runs are let go."""
         kept, self._next = self._next, None
-        if kept is not None and kept[0] == (steps, marks):
+        if kept is not None and kept[0] == (steps, marks) and kept[1] is not None:
             _, schedule, resumed = kept
             if resumed is not None:
                 return schedule, *resume.go_on(resumed)
-        else:
+        else:  # (the step after a blocking copy taken from the plain one: built in full now)
             schedule = self.schedules.get(steps, marks)
         warm_up, self._warm_up, self._plain = self._warm_up, None, None
         if warm_up is not None and min(marks) >= self.fork_at:
@@ -166,13 +166,13 @@ class Runs:
         plain one is watched for the checkpoint run `ahead`."""
         ahead, self.ahead = self.ahead, None
         if ahead is not None:
-            longer = self.schedules.get(*ahead)
-            taken = NextStep.of(schedule, longer) if self.after_copy else None
+            taken = self._taken(schedule, ahead) if self.after_copy else None
             if taken is not None:  # the plain run kept, not watched: the next step is its
-                self._next = (ahead, longer, None)  # (else run from time 0, not resumed)
+                self._next = (ahead, None, None)  # (else built in full, run from time 0)
                 engine, log, wall = run_engine(res, setup.topo, schedule, setup.baseline, recorder)
                 self.next_step = (taken, engine)
                 return schedule, engine, log, wall
+            longer = self.schedules.get(*ahead)
             if self.closes is not None:
                 self.closed = self.closes(res, setup.topo, schedule, longer)
             watch = None if self.closed else resume.Watch.of(schedule, longer)
@@ -183,6 +183,13 @@ class Runs:
             self._next = (ahead, longer, None)
         engine, log, wall = run_engine(res, setup.topo, schedule, setup.baseline, recorder)
         return schedule, engine, log, wall
+
+    def _taken(self, schedule: Schedule, ahead: tuple[int, frozenset[int]]) -> NextStep | None:
+        """The step after a blocking copy taken from the plain one (`schedule`), its own
+        ops built only to the plain step's `reach` (tiersim.engine.step_after_copy)."""
+        reached = reach(schedule.ops)
+        cut = self.schedules.cut(*ahead, reached)
+        return None if cut is None else NextStep.of(schedule, cut, reached)
 
 
 class _Told:

@@ -23,9 +23,11 @@ What moves, per class, never listed by the user:
 
 from __future__ import annotations
 
+import contextlib
+
 from tiersim.engine import schedule_shared
 from tiersim.engine.oplist import OpList
-from tiersim.engine.ops import Schedule
+from tiersim.engine.ops import Op, Schedule
 from tiersim.engine.phases import Context, Readiness
 from tiersim.engine.schedule_checkpoint import CheckpointPhase
 from tiersim.engine.schedule_optimizer import OptimizerStep, update_moves
@@ -78,6 +80,20 @@ class ScheduleBuilder:
         self.extend(steps, checkpoint_steps)
         return self.schedule(steps)
 
+    def cut(self, steps: int, checkpoint_steps: frozenset[int], count: int) -> Schedule:
+        """`build(steps, checkpoint_steps)`'s schedule cut `count` ops into its last step
+        (tiersim.engine.step_after_copy: the rest of that step is the plain step's): those
+        ops are the ones `build` makes, op for op, and any op a later one would change
+        (a free moved onto it) is then unlike its plain twin, which `NextStep.of` refuses.
+        The builder is left mid-step, never built on again."""
+        self.extend(steps - 1, checkpoint_steps)
+        ops = self.ops
+        ops.__class__, ops.limit = _Cut, len(ops) + count
+        with contextlib.suppress(_Full):  # the last op the list takes added
+            self.extend(steps, checkpoint_steps)
+        self.step_ends = [*self.step_ends[:steps], len(ops)]
+        return self.schedule(steps)
+
     def with_checkpoint(self, steps: int) -> ScheduleBuilder:
         """A twin of this builder (the ops built so far shared, not built again), built to
         `steps` steps, given the checkpoint phase of step `steps` - 1 as `build(steps,
@@ -102,6 +118,28 @@ class ScheduleBuilder:
         twin.checkpoint = self.checkpoint.fork(twin.ops, twin.ready)
         twin.step_ends = list(self.step_ends)
         return twin
+
+
+class _Full(Exception):
+    """A cut list's last op added (`ScheduleBuilder.cut`)."""
+
+
+class _Cut(OpList):
+    """An OpList that takes no op past `limit` (`ScheduleBuilder.cut`): every op of a
+    blocking checkpoint's next step comes through `add` (the passes, the update, their
+    barriers and moves; shared records only in a list that asks for them, not a fork)."""
+
+    limit = 0
+
+    def add(self, op: Op) -> int:
+        if len(self.ops) >= self.limit:
+            raise _Full
+        return OpList.add(self, op)
+
+    def add_move(self, op: Op) -> int:
+        if len(self.ops) >= self.limit:
+            raise _Full
+        return OpList.add_move(self, op)
 
 
 def build_schedule(

@@ -7,7 +7,9 @@ offloaded and fetched back, gradients written home, reduced and read back to acc
 from __future__ import annotations
 
 from tiersim.engine import schedule_resident
+from tiersim.engine.backward_reuse import BackwardReuse
 from tiersim.engine.bucket_flush import Bucket
+from tiersim.engine.fsdp_keep import gather_kept, reshard_kept
 from tiersim.engine.hpz_offload import SecondaryWrites, gather_source
 from tiersim.engine.oplist import OpList
 from tiersim.engine.ops import Op, OpKind, Role
@@ -25,7 +27,7 @@ from tiersim.engine.schedule_offload import (
 )
 from tiersim.state.zero1_offload import host_partition
 from tiersim.workload.experts import alone_unit, combined_1f1b
-from tiersim.workload.fsdp_exposure import gathers_per_microbatch
+from tiersim.workload.fsdp_exposure import gathers_per_microbatch, held_root
 from tiersim.workload.pipeline import stage_order
 
 # the kinds and roles of the passes' ops, looked up once: an enum member is a class attribute
@@ -34,7 +36,7 @@ FORWARD, RECOMPUTE, BACKWARD = Role.FORWARD, Role.RECOMPUTE, Role.BACKWARD
 FACTS = (  # what TrainingPasses.__init__ works out from the context, never changed after
     "c units alone first_stage homes is_streamed keeps offloads reads_back scatters gradients_stay "
     "last_microbatch forward_alloc backward_alloc in_stream host_adds blocking_out reduce_kind "
-    "once release_free backward_free buckets hpz_on regathers"
+    "once release_free backward_free buckets hpz_on regathers again_fwd reuse"
 )
 
 
@@ -50,15 +52,13 @@ class TrainingPasses:
         n = len(c.wl.units)
         self.units, self.alone = c.wl.units, [alone_unit(u) for u in c.wl.units]  # MoE's
         self.first_stage, self.last_microbatch = c.wl.stage == 0, c.wl.micro_batches - 1
-        self.homes, x = [c.home_of(u) for u in range(n)], c.res.execution
+        self.homes = [c.home_of(u) for u in range(n)]
         one = any(u.whole_model for u in c.wl.units)  # the whole model: its carrier fetches it
         self.is_streamed = [self._streamed(u, one) for u in range(n)]
-        root = n - 1 if x.parallel.reshard_after_forward is not True else -1  # (fetch_weights)
-        self.regathers = root if x.training.framework == "fsdp" else None
-        # FSDP2's reshard_after_forward=False (and the whole model's root: whole_model.py): a
-        # unit gathered by a forward stays whole to its backward, no all-gather there, then
-        # resharded (_fsdp_param_group.py: `reshard` returns in FORWARD when not resharding
-        # after forward; `post_backward` reshards). One copy: micro-batches in flight share it.
+        self.regathers = held_root(c.res, n)  # FSDP2: all but its root regathered (fetch_weights)
+        fw = c.res.execution.training.framework  # DeepSpeed regathers every forward (zero3_reuse)
+        self.again_fwd = self.regathers is not None or fw == "deepspeed"
+        # FSDP2's reshard_after_forward=False (and the whole model's root): engine/fsdp_keep.py
         keep = gathers_per_microbatch(c.res)[1] == 0
         self.keeps = [keep and u.dp_weights is not None for u in c.wl.units]
         self.kept: dict[int, list] = {}  # unit -> [its gather, the use holding its free, users]
@@ -82,6 +82,7 @@ class TrainingPasses:
         # streamed weights freed after a use (`release_weights`), in its forward's (backward's) free
         self.release_free = [((gpu, u.weights_full),) for u in c.wl.units]
         self.backward_free = [(*self.forward_alloc[i], *r) for i, r in enumerate(self.release_free)]
+        self.reuse = BackwardReuse(c.wl.units, gpu, self.release_free)  # DeepSpeed ZeRO-3's
         self.backward_alloc = [
             self._held(u.gradients_full if self._gradients_leave(i) else 0)
             for i, u in enumerate(c.wl.units)
@@ -136,17 +137,25 @@ class TrainingPasses:
         tiers, then the all-gather of the rest. FSDP2 reshards each unit after its backward
         (`reshard_after_backward` True: _fsdp_param_group.py 223, 636-637), and after its
         forward all but the root (the stage's rest, `regathers`) unless `reshard_after_forward`
-        is given true (_fsdp_state.py 203-207): nothing else is still held at its next use."""
+        is given true (_fsdp_state.py 203-207): nothing else is still held at its next use.
+        DeepSpeed's too (engine/backward_reuse.py: a backward gathers what it released)."""
         if not self.is_streamed[u]:
             return self.ready.weights[u], False
         unit, ready = self.c.wl.units[u], self.ready.weights[u]
-        again = self.regathers is not None and (tag == "fwd" or u != self.regathers)
+        again = (tag == "fwd" and self.again_fwd) or self.regathers not in (None, u)
         if self.use_units and self.use_units[-1] == u and not unit.whole_model and not again:
             self.hpz.kept(u)  # (nor is its hpZ secondary partition written)
             return None, True  # still held from the previous use (the whole model resharded)
         whole = unit.dp_weights is None
         collective, part = gather_source(unit, tag, mb)  # ZeRO++ hpZ's secondary, or the primary
         nbytes = unit.weights_full if whole else unit.whole_model or part  # the whole's shard
+        alloc = unit.weights_full
+        if tag == "bwd" and unit.kept_values:  # only what DeepSpeed released after the forward
+            collective, nbytes, alloc = self.reuse.rest(u, collective, nbytes)
+            if not alloc:  # all kept
+                return None, False
+        elif tag == "fwd" and unit.persistent_values:  # DeepSpeed persistent: the first mb only
+            collective, nbytes = self.reuse.forward_rest(u, collective, nbytes, mb)
         # DeepSpeed reads a partition from NVMe a use ahead of the rest (engine/param_swap.py)
         home, swapped = self.swap.source(self.ops, u, step, (tag, mb), nbytes, ready, self.uses)
         uses, back = self.uses, self.c.depth + 1  # `prefetch_gate`, inline (a call per fetch)
@@ -162,35 +171,9 @@ class TrainingPasses:
         shard = self.ops.move("weights", label, step, home, gpu, nbytes, gate)
         # the shard freed once gathered: built into the new op (`free_after` on it, unshared)
         free = ((gpu, nbytes),) if shard is not None else ()
-        gather = self.ops.net(
-            collective, step, [shard, *gate], alloc=[(gpu, unit.weights_full)], free=free
-        )
+        gather = self.ops.net(collective, step, [shard, *gate], alloc=[(gpu, alloc)], free=free)
         self.swap.fetched(gather if gather is not None else shard)
         return gather, False
-
-    def _gather_kept(self, u: int, step: int, mb: int) -> int | None:
-        """A kept unit's weights for a forward: gathered unless another micro-batch's
-        forward already holds them whole (FSDP2's unshard is then a no-op)."""
-        if u in self.kept:
-            self.kept[u][2] += 1
-            return self.kept[u][0]
-        w, held = self.fetch_weights(u, step, "fwd", mb)
-        self.kept[u] = [w, self.uses[-1] if held else None, 1]
-        return w
-
-    def _reshard_kept(self, u: int, at: int) -> None:
-        """A kept unit's backward `at` done: resharded once no micro-batch in flight holds
-        it (the free moved here from the use that held it, if its gather was skipped)."""
-        entry = self.kept[u]
-        entry[2] -= 1
-        if entry[2]:
-            return
-        del self.kept[u]
-        unit = self.c.wl.units[u]
-        if entry[1] is not None:
-            self.ops.move_free(entry[1], at, self.c.gpu, unit.weights_full)
-        else:
-            self.ops.free_after(at, self.c.gpu, unit.weights_full)
 
     def release_weights(self, u: int, held: bool, at: int) -> None:
         if not self.is_streamed[u]:
@@ -205,7 +188,7 @@ class TrainingPasses:
         unit = self.alone[u] if alone else self.units[u]  # `alone`: no pass beside it
         ops = self.ops
         if self.keeps[u]:
-            w, held = self._gather_kept(u, step, mb), False
+            w, held = gather_kept(self, u, step, mb), False
         elif self.is_streamed[u]:
             w, held = self.fetch_weights(u, step, "fwd", mb)
         else:  # the weights stay put: no fetch, no release
@@ -224,7 +207,7 @@ class TrainingPasses:
         if release and held:
             self.release_weights(u, held, op)
         if self.hpz_on:
-            self.hpz.released(u, mb, step, op, release)
+            self.hpz.released(u, mb, step, op, release and u not in self.reuse.whole)
         self.uses.append(op)  # the use ends here (inline: a call per op costs)
         self.use_units.append(u)
         # blocking: expert (first: an overlapped all-to-all's wait runs from this op's end,
@@ -280,7 +263,7 @@ class TrainingPasses:
         if streamed and held:
             self.release_weights(u, held, op)
         elif self.keeps[u]:
-            self._reshard_kept(u, op)
+            reshard_kept(self, u, op)
         if self.hpz_on:
             self.hpz.released(u, mb, step, op, streamed)
         self.uses.append(op)  # the use ends here (inline: a call per op costs)

@@ -42,6 +42,17 @@ class Schedules:
         builder = self._forked(first)
         return builder.build(steps, checkpoint_steps)
 
+    def cut(self, steps: int, checkpoint_steps: frozenset[int], count: int) -> Schedule | None:
+        """`get(steps, checkpoint_steps)`'s schedule cut `count` ops into its last step
+        (ScheduleBuilder.cut), where the plain builder has built every step before it and
+        the checkpoint is the step before that one's (the plain run of a checkpoint measured
+        on one step: tiersim.engine.step_after_copy); else None. The plain builder is kept:
+        `get` builds the whole schedule from it still."""
+        plain, first = self._plain, min(checkpoint_steps)
+        if plain is None or len(plain.step_ends) != steps or first != steps - 2:
+            return None
+        return plain.with_checkpoint(steps - 1).cut(steps, checkpoint_steps, count)
+
     def _plain_schedule(self, steps: int) -> Schedule:
         # a longer build may have moved frees out of its earlier steps' last ops
         if self._plain is None or len(self._plain.step_ends) - 1 > steps:

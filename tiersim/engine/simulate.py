@@ -9,9 +9,9 @@ from tiersim.config.schema import Scenario
 from tiersim.core.collector import collector_paused
 from tiersim.core.errors import InfeasibleError, InputError
 from tiersim.core.frozen import replaced
+from tiersim.engine import alternating as alt
 from tiersim.engine import chain, drain_reach, margins, steady
 from tiersim.engine import checkpoint_apart as apart_run
-from tiersim.engine.alternating import later_step, measured_over_two, refused, warmed_up, with_cost
 from tiersim.engine.checkpoint_apart import CHECKPOINT_RUN, PlainRun, measure_apart, staging_homed
 from tiersim.engine.copy_queues import may_close
 from tiersim.engine.core import Recorder
@@ -174,10 +174,10 @@ def _simulate(res: Resolved, setup: RunSetup, recorder: Recorder | None) -> Step
         tries.refused(extrapolated.why, extrapolated.stalls)
     _check_size(res, steps, res.execution.training.grad_accumulation, setup.wl.parts_per_layer)
     result, _, checkpoint = _measured(res, setup, recorder, verify=False)
-    later = later_step(res, result, steady.steps_to_simulate(res)[1])  # its steps settle later
+    later = alt.later_step(res, result, steady.steps_to_simulate(res)[1])  # its steps settle later
     if later is not None and checkpoint is not None:  # the checkpoint measured after that step
-        again, _, checkpoint = _measured(warmed_up(res, later), setup, None, verify=False)
-        result = with_cost(result, again)
+        again, _, checkpoint = _measured(alt.warmed_up(res, later), setup, None, verify=False)
+        result = alt.with_cost(result, again)
     if checkpoint is not None:
         result = replaced(result, checkpoint=checkpoint(result))
     if tries.first is None:
@@ -200,7 +200,7 @@ def _measured(
     period_starts); None unless `verify`: a run simulated in full extrapolates nothing), and
     with a checkpoint a function of the plain result that measures the checkpoint. `keep`:
     given the run's `PlainRun` where its periods repeat (tiersim.engine.checkpoint_apart)."""
-    steps, measured = steady.steps_to_simulate(res)
+    steps, measured = alt.compared_steps(res, setup)  # the step after the measured one too
     # checkpoint runs go on from the plain run's earlier steps (none where steps are independent)
     checkpointed = res.execution.checkpoint_simulated
     run = Runs(
@@ -212,10 +212,10 @@ def _measured(
         steady.checkpoint_stands_alone(res),
         may_close if keep is not None else None,
     )
-    schedule, engine, log, wall = run(res, setup, steps, recorder=recorder)
+    ran = schedule, engine, log, wall = run(res, setup, steps, recorder=recorder)
     tokens, m = setup.wl.tokens_per_step, res.execution.training.grad_accumulation
     result = replaced(measure(engine, measured, tokens, m, wall), steps_simulated=steps)
-    two = measured_over_two(res, setup, run, steps, measured, result)  # steps that alternate
+    two = alt.measured_over_two(res, setup, run, steps, measured, result, ran)  # or settle later
     repetition = None
     if verify:
         starts, late = measured_periods(res, setup.wl.stage, schedule, log, measured, periods)
@@ -223,7 +223,7 @@ def _measured(
         found: Any = starts is not None and (periods == 2 or occupancies.same_at(*starts))
         if found and occupancies is not None:
             found = period_windows(engine, occupancies, starts, measured)
-        repetition = (steady.any_link_s(engine, log, measured), late or refused(two) or found)
+        repetition = (steady.any_link_s(engine, log, measured), late or alt.refused(two) or found)
         if keep is not None and starts is not None:
             figures = (log.step_end[-1], link_busy_s(engine), occupancies, starts)
             closed = apart_run.closed_inputs(engine)

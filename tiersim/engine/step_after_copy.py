@@ -15,6 +15,13 @@ and, beyond them, only for ops before it (the plain step's or the checkpoint's).
 op is *gated* where it waits, directly or through its own step's ops, for the copy's last
 barrier (the GPU stream's op before the next step's first); every GPU-stream op is. The
 others (`beside`: the first layers' prefetched all-gathers, say) may run during the copy.
+The next step is built only to the plain step's `reach` (`Schedules.cut`): to its last op
+that does not wait, through its step's ops, for the step's first GPU-stream op. Those ops
+are checked against their plain twins as above; the rest is taken as the plain step's (the
+premise on which one simulated step stands for every independent step, held op for op on
+shipped scenarios by tests/test_next_step_cut.py), each op of it gated: it waits through
+its step's ops for the first GPU-stream op, which waits for the barrier. Building the rest
+cost the checkpoint run as much again as the plain step's build (docs/speed.md, 36th round).
 The head run is the checkpoint's ops and those beside, gone on from the plain run's end
 (as tiersim.engine.fork.go_on goes on: each of them waits for the plain step's last op,
 which ended last, or for another of them; the plain ops stand as one op, done): up to the
@@ -75,28 +82,33 @@ class NextStep:
     gpu: int
 
     @classmethod
-    def of(cls, plain: Schedule, longer: Schedule) -> NextStep | None:
+    def of(cls, plain: Schedule, longer: Schedule, reached: int | None = None) -> NextStep | None:
         """From the plain one-step schedule and the checkpoint run's (two steps, the first
-        checkpointing), or None where the next step is not the plain one (module docstring)."""
-        n, ops = len(plain.ops), longer.ops
+        checkpointing; its next step whole, or cut at the plain step's `reach`: `reached`,
+        where the caller has it), or None where the next step is not the plain one (module
+        docstring)."""
+        n, ops, mine = len(plain.ops), longer.ops, plain.ops
         if plain.steps != 1 or longer.steps != 2 or not (plain.records and longer.records):
             return None
-        differ = itertools.compress(range(n), map(operator.is_not, ops[:n], plain.ops))
-        if any(ops[j] != plain.ops[j] for j in differ):
+        differ = itertools.compress(range(n), map(operator.is_not, ops[:n], mine))
+        if any(ops[j] != mine[j] for j in differ):
             return None
         first = next((i for i in range(n, len(ops)) if ops[i].step == 1), None)
-        if first is None or first == n or len(ops) - first != n:
+        built = None if first is None else len(ops) - first  # all n, or the `reach`
+        reached = reach(mine) if reached is None and built != n else reached
+        if first is None or first == n or built not in (n, reached):
             return None
         if any(op.role is not _CHECKPOINT or op.step != 0 for op in ops[n:first]):
             return None
         if ops[first - 1].kind.stream != "gpu":
             return None  # no barrier on the GPU stream before the next step
-        if not all(map(operator.eq, map(_RUNS_AS, ops[first:]), map(_RUNS_AS, plain.ops))):
+        if not all(map(operator.eq, map(_RUNS_AS, ops[first:]), map(_RUNS_AS, mine))):
             return None
-        gated = _gated(plain.ops, ops, first)
-        gpu = next((j for j, op in enumerate(plain.ops) if op.kind.stream == "gpu"), None)
-        if gated is None or gpu is None or not gated[gpu]:
+        gated = _gated(mine[:built], ops, first)
+        gpu = next((j for j, op in enumerate(mine) if op.kind.stream == "gpu"), None)
+        if gated is None or gpu is None or gpu >= built or not gated[gpu]:
             return None
+        gated += b"\x01" * (n - built)  # the rest: each waits for `gpu` through its step's
         beside = tuple(itertools.compress(range(n), map(operator.not_, gated)))
         head = _head(longer, n, first, beside)
         return None if head is None else cls(head, n, beside, gpu)
@@ -149,6 +161,27 @@ class NextStep:
         return held.keys() == occupancy.keys() and all(
             occupancy[t].current == b for t, b in held.items()
         )
+
+
+def reach(mine: list[Op]) -> int:
+    """How many of the plain step's ops (`mine`) a checkpoint run's next step is built to
+    (`Schedules.cut`): up to the last that does not wait, through its step's ops, for the
+    step's first GPU-stream op (the plain step's length where it has none). Each op after
+    it does: its twin in the next step waits for the copy's barrier through it, whatever
+    else it waits for before its step (module docstring)."""
+    gpu = next((j for j, op in enumerate(mine) if op.kind.stream == "gpu"), None)
+    if gpu is None:
+        return len(mine)
+    after = bytearray(len(mine))  # waits for `gpu` through its step's ops
+    after[gpu], last = 1, gpu
+    for j, deps in enumerate(map(_DEPS, mine[gpu + 1 :]), gpu + 1):
+        for d in deps:
+            if after[d]:
+                after[j] = 1
+                break
+        else:
+            last = j
+    return last + 1
 
 
 def _gated(mine: list[Op], ops: list[Op], first: int) -> bytearray | None:

@@ -19,6 +19,21 @@ and backward, on 1/N of the tokens at a time inside the forward pass:
 
 So no logits, no log-softmax over all the tokens is kept between forward and backward, and the
 loss's largest transients are 1/N of the unchunked ones.
+
+The head's weight gradient: AccumulateGrad steals the first chunk's as `.grad` and adds each
+later chunk's into it in place, freeing it (`variable_grad += new_grad` with grad mode off:
+torch 2.13.0 at cf30153c, torch/csrc/autograd/functions/accumulate_grad.h). Where `.grad` is
+resident (the `gradients` class) that is a transient a chunk; under FSDP2's root group
+(`held`: the head wrapped with the embeddings, the whole model one unit under `fetch: model`)
+`.grad` is the group's unsharded gradient, which nothing reduces until the root's
+reduce-scatter after the whole backward (torch 2.13.0 at cf30153c,
+distributed/fsdp/_fully_shard/_fsdp_state.py `_root_post_backward_final_callback` ->
+_fsdp_param_group.py `post_backward` reads `unsharded_param.grad`): the first chunk's
+gradient is kept from the loss to the embeddings' backward (state/vocab_grads.py), and every
+later chunk's transient lies beside it. ChunkedLossWrapper's own FSDP2 path (torchtitan 0.3.0
+components/loss.py: `set_requires_gradient_sync(False)` until the last chunk) runs only where
+the head is an FSDPModule of its own (torchtitan's `fully_shard([norm, lm_head])`), which the
+groups modelled here (layers and the root) do not make.
 """
 
 from __future__ import annotations
@@ -34,10 +49,13 @@ D_FP32, D_CB = "loss gradient (fp32)", "loss gradient (compute precision)"
 KEPT = "saved activations"
 
 
-def chunked_loss(steps: Any, r: Resolved, logits: int, kept: float, head: tuple[int, str]) -> None:
+def chunked_loss(
+    steps: Any, r: Resolved, logits: int, kept: float, head: tuple[int, str], held: bool
+) -> None:
     """The chunk loop's allocations and frees on one GPU: `logits` values over all chunks
     (tokens x V/t), `kept` the accumulated gradient's bytes (the accounting's outside item),
-    `head` the head's weight gradient (bytes, its part's name)."""
+    `head` the head's weight gradient (bytes, its part's name), `held`: its first chunk's
+    kept as FSDP2's unsharded `.grad` (the module's docstring)."""
     model, x = r.model, r.execution
     assert isinstance(model, Transformer)
     chunks, cb = r.accounting.loss_chunks, r.accounting.compute_bytes
@@ -45,7 +63,9 @@ def chunked_loss(steps: Any, r: Resolved, logits: int, kept: float, head: tuple[
     hidden = tokens * model.hidden
     steps.alloc(*FW, "hidden states", "hidden states (the head's input)", cb * hidden)
     steps.alloc(*FW, "grad buffer", "chunked loss: head-input gradient (fp32 buffer)", 4 * hidden)
-    _one_chunk(steps, logits / chunks, hidden / chunks, cb, head)
+    _one_chunk(steps, logits / chunks, hidden / chunks, cb, head, "d head", held)
+    if held:  # every later chunk alike: its gradient added into the kept .grad, then freed
+        _one_chunk(steps, logits / chunks, hidden / chunks, cb, head, "chunk d head", False)
     buffer = ("grad buffer", "chunked loss: head-input gradient (fp32 buffer)")
     if cb == 4:  # .to(torch.float32) hands back the buffer itself
         steps.free(*FW, *buffer)
@@ -55,9 +75,11 @@ def chunked_loss(steps: Any, r: Resolved, logits: int, kept: float, head: tuple[
     steps.free(*BW, "loss kept", KEPT)  # handed to the final norm's backward
 
 
-def _one_chunk(steps: Any, c: float, ch: float, cb: int, head: tuple[int, str]) -> None:
-    """One chunk's forward and backward (every chunk alike, each freeing what it made):
-    `c` logits values, `ch` head-input values."""
+def _one_chunk(
+    steps: Any, c: float, ch: float, cb: int, head: tuple[int, str], key: str, keep: bool
+) -> None:
+    """One chunk's forward and backward (every chunk alike, each freeing what it made, the
+    head's gradient `key` apart where `keep`): `c` logits values, `ch` head-input values."""
     steps.alloc(*FW, "chunk logits", "logits (one chunk)", cb * c)
     if cb != 4:
         steps.alloc(*FW, "chunk logits fp32", FP32_COPY, 4 * c)
@@ -70,11 +92,12 @@ def _one_chunk(steps: Any, c: float, ch: float, cb: int, head: tuple[int, str]) 
     if cb != 4:  # the cast's backward
         steps.alloc(*FW, "chunk d logits", D_CB, cb * c)
         steps.free(*FW, "chunk d logits fp32", D_FP32)
-    steps.alloc(*FW, "d head", head[1], head[0])  # the head's matmul backward
+    steps.alloc(*FW, key, head[1], head[0])  # the head's matmul backward
     steps.alloc(*FW, "chunk d hidden", "head-input gradient (one chunk)", cb * ch)
     steps.free(*FW, "chunk d logits", D_CB)
     steps.free(*FW, "chunk d logits fp32", D_FP32)
-    steps.free(*FW, "d head", head[1])  # AccumulateGrad adds it into .grad
+    if not keep:  # AccumulateGrad adds it into .grad
+        steps.free(*FW, key, head[1])
     if cb != 4:  # GradAccumulator.add: chunk_grad.to(torch.float32), copied into the buffer
         steps.alloc(*FW, "chunk d hidden fp32", "head-input gradient (one chunk, fp32)", 4 * ch)
         steps.free(*FW, "chunk d hidden fp32", "head-input gradient (one chunk, fp32)")

@@ -81,10 +81,9 @@ def _copy_bytes(recipe: str, rows: int, cols: int) -> int:
 
 def _weight_bytes(recipe: str, rows: int, cols: int, layouts: int = 2) -> int:
     """One linear weight's FP8 state: both layouts with their scales and, under delayed
-    scaling, the GEMM's metadata (module docstring). Counted per weight tensor: Megatron-Core
-    fuses Q, K and V (linear_qkv) and gate and up (linear_fc1) into one TE module each, so the
-    metadata here is an upper figure (a gated dense layer: 7 weights where TE has 4 GEMMs,
-    3 x 20,520 = 61,560 B more)."""
+    scaling, the GEMM's metadata (module docstring). Counted per weight tensor as the code
+    holds them: under Megatron-Core Q, K and V are one `linear_qkv` and gate and up one
+    `linear_fc1` (state/held_layout.py), a gated dense layer's 4 TE GEMMs."""
     if layouts == 1:  # torchao's FP8 all-gather: the weight's one layout and its scale
         return _copy_bytes(recipe, rows, cols)
     meta = DELAYED_META if recipe == "delayed" else 0

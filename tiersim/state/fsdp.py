@@ -50,7 +50,7 @@ def gpt2_layer_shapes(m: Transformer) -> list[Shape]:
 
 def layer_shapes(m: Transformer) -> list[Shape]:
     """One decoder layer: norms, q/k/v/o projections, the MLP (gate, up, down)."""
-    if m.qkv_as_one and m.fused_qkv:
+    if m.qkv_as_one and m.fused_qkv:  # under fsdp only transformers' GPT-2 (held_layout.py)
         return gpt2_layer_shapes(m)
     q, kv, h, f = m.heads * m.head_dim, m.kv_heads * m.head_dim, m.hidden, m.ffn_hidden
     if m.gate_up_as_one:  # Phi-3's gate_up_proj [2f, h]

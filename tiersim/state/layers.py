@@ -106,7 +106,8 @@ class Latent:
 
 def mlp_matrices(h: int, f: int, gated: bool, bias: bool, gate_up: bool = False) -> list[Matrix]:
     """A dense MLP of width f: up (and gate) column-parallel, down row-parallel; `gate_up`:
-    gate and up held as one [2f, h] (Phi-3's gate_up_proj), its bias one [2f]."""
+    gate and up held as one [2f, h] (Phi-3's gate_up_proj, Megatron's linear_fc1 and
+    dense_h_to_4h: state/held_layout.py), its bias one [2f]."""
     if gate_up and gated:
         mats = [Matrix(h, 2 * f), Matrix(h, f, down_every=1)]
         return mats + ([Matrix(2 * f, 1), Matrix(h, 1, tensor_split=False)] if bias else [])
@@ -117,15 +118,16 @@ def mlp_matrices(h: int, f: int, gated: bool, bias: bool, gate_up: bool = False)
     return mats
 
 
-def moe_matrices(h: int, moe: Moe, gated: bool, bias: bool) -> list[Matrix]:
+def moe_matrices(h: int, moe: Moe, gated: bool, bias: bool, gate_up: bool = False) -> list[Matrix]:
     """Router (replicated), routed experts (no biases in any family), shared experts as one
-    MLP of width shared x shared_ffn_hidden (as DeepSeek builds them; biases as a dense MLP's),
+    MLP of width shared x shared_ffn_hidden (as DeepSeek builds them; biases as a dense MLP's;
+    `gate_up`: its gate and up one tensor, Megatron-Core's SharedExpertMLP linear_fc1),
     and Qwen2-MoE's one-output shared-expert gate."""
     mats = [Matrix(h, moe.experts, tensor_split=False, fp32=moe.groups is not None)]
     per = 3 if gated else 2  # an expert's gate (gated), up and down projections
     mats.append(Matrix(h, moe.ffn_hidden, per * moe.experts, expert=True, down_every=per))
     if moe.shared:
-        mats += mlp_matrices(h, moe.shared * moe.shared_ffn_hidden, gated, bias)
+        mats += mlp_matrices(h, moe.shared * moe.shared_ffn_hidden, gated, bias, gate_up)
     if moe.shared_gate:
         mats.append(Matrix(h, 1, tensor_split=False))
     return mats

@@ -63,14 +63,16 @@ def loss_events(
     log_softmax: float,
     head_grad: int,
     between: Callable[[], None] = _nothing,
+    held: bool = False,
 ) -> None:
     """The loss forward and backward on the last stage, tensor by tensor (the module's 2, 3);
-    `head_grad`: the head's weight gradient, made while the logits' gradient lives; `between`
-    adds what happens after the forward and before the backward."""
+    `head_grad`: the head's weight gradient, made while the logits' gradient lives (`held`:
+    kept after the loss, state/vocab_grads.py); `between` adds what happens after the forward
+    and before the backward."""
     n, cb = logits_values(r), r.accounting.compute_bytes
     # torchtitan's ChunkedLossWrapper, inside the forward; a generic model has no logits to chunk
     if r.accounting.loss_chunks > 1 and isinstance(r.model, Transformer):
-        chunked_loss(steps, r, n, log_softmax, (head_grad, HEAD_GRAD))
+        chunked_loss(steps, r, n, log_softmax, (head_grad, HEAD_GRAD), held)
         return between()
     if r.accounting.implementation == "megatron":
         _megatron_loss(steps, r, between)  # the head's gradient after it: FSDP2's root only

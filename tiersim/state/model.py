@@ -41,10 +41,9 @@ __all__ = ["GenericModel", "Matrix", "Model", "ModelUnit", "Transformer", "build
 
 
 # transformers' GPT-2 (c_attn: Conv1D(3h, h), one weight [h, 3h] and one bias [3h]) and
-# Megatron-LM's GPT (query_key_value) hold q, k and v in one tensor; the others (transformers'
-# Llama, Mistral, Qwen, ...) in three. Listed as one under implementation: huggingface
-# (Transformer.qkv_as_one, state/resolved.py); under megatron the listing keeps three and
-# workload/cpu_optimizer.py counts them as one
+# Megatron-LM's GPT (query_key_value) hold q, k and v in one tensor; transformers' Llama,
+# Mistral, Qwen, ... in three. Listed as they are held (Transformer.qkv_as_one) where the
+# scenario is resolved (state/held_layout.py: Megatron's code fuses every family's)
 FUSED_QKV_FAMILIES = ("gpt2", "gpt")
 
 
@@ -130,9 +129,9 @@ class Transformer(TransformerShape):
         h, q, kv = self.hidden, self.heads * self.head_dim, self.kv_heads * self.head_dim
         if self.mla is not None:
             return ly.latent_matrices(h, self.heads, self.mla, self.qkv_bias or self.attn_out_bias)
-        if self.qkv_as_one:  # one weight [h, q + 2kv] and one bias, as they are held
-            mats = [Matrix(h, q + 2 * kv), Matrix(q, h, split_rows=True)]
-            mats += [Matrix(q + 2 * kv, 1)] if self.qkv_bias else []
+        if self.qkv_as_one:  # one weight [h, q + 2kv] and its bias, in the module's order
+            mats = [Matrix(h, q + 2 * kv), *([Matrix(q + 2 * kv, 1)] if self.qkv_bias else [])]
+            mats.append(Matrix(q, h, split_rows=True))
         else:
             mats = [Matrix(h, q), Matrix(h, kv, 2), Matrix(q, h, split_rows=True)]
             mats += [Matrix(q, 1), Matrix(kv, 1, 2)] if self.qkv_bias else []
@@ -146,7 +145,7 @@ class Transformer(TransformerShape):
         """Every parameter tensor of layer `index` (all layers alike unless MoE)."""
         h, gated, bias = self.hidden, self.gated_mlp, self.mlp_bias
         if self.is_moe(index):
-            mlp = ly.moe_matrices(h, self.moe, gated, bias)
+            mlp = ly.moe_matrices(h, self.moe, gated, bias, self.gate_up_as_one)
         else:
             mlp = ly.mlp_matrices(h, self.ffn_hidden, gated, bias, self.gate_up_as_one)
         return self.attention_matrices() + mlp + self._norm(4 if self.post_norms else 2)

@@ -19,6 +19,7 @@ from tiersim.config.schema import Budget, Scenario
 from tiersim.config.vocab_padding import scenario_vocab
 from tiersim.core.records import record
 from tiersim.state.activations import Accounting, accounting_for
+from tiersim.state.held_layout import held_fusions
 from tiersim.state.model import Model, build_model
 from tiersim.state.model_shapes import ModelUnit
 
@@ -55,13 +56,10 @@ def padded_model(s: Scenario) -> Model:
 
 
 def held_model(s: Scenario, model: Model) -> Model:
-    """The model with its tensors listed as the implementation holds them: under
-    `huggingface`, transformers' GPT-2 fuses q, k, v into c_attn (modeling_gpt2.py
-    `Conv1D(3 * self.embed_dim, self.embed_dim)`), Phi-3 into qkv_proj and gate and up into
-    gate_up_proj (modeling_phi3.py); the other families hold them apart."""
-    if s.training.implementation != "huggingface" or not hasattr(model, "qkv_as_one"):
+    """The model with its tensors listed as the implementation holds them (module docstring of
+    state/held_layout.py): transformers' GPT-2 and Phi-3 under `huggingface`, Megatron-Core's
+    and Megatron-DeepSpeed's fused QKV and fc1 under `megatron`."""
+    if not hasattr(model, "qkv_as_one"):
         return model
-    phi3 = s.model.family == "phi3"
-    if getattr(model, "fused_qkv", False) or phi3:
-        return replace(model, qkv_as_one=True, gate_up_as_one=phi3 and model.gated_mlp)
-    return model
+    qkv, gate_up = held_fusions(s, model.fused_qkv, model.gated_mlp)
+    return replace(model, qkv_as_one=qkv, gate_up_as_one=gate_up) if qkv or gate_up else model

@@ -31,6 +31,7 @@ In order (docs/memory.md says what is and is not counted, and why):
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass, field, replace
 
@@ -350,7 +351,8 @@ def _loss_with_head(
     steps.alloc("forward: loss", "forward", "gathered head", "gathered weights", gathered, 3)
     if p.zero3:
         p.zero3.enter(steps, "forward: loss", "forward")
-    loss_events(steps, r, log_softmax, vocab.head, lambda: _after_the_forward(steps, p))
+    after = functools.partial(_after_the_forward, steps, p)
+    loss_events(steps, r, log_softmax, vocab.head, after, vocab.held)
     if not vocab.held:  # AccumulateGrad adds it into .grad
         steps.free("backward: loss", "backward", "d head", HEAD_GRAD)
     steps.free("backward: loss", "backward", "gathered head", "gathered weights")

@@ -38,8 +38,8 @@ class TransformerShape:
     sliding_window_layers: tuple[int, ...] | None = None  # None: all, where a window is given
     fused_qkv: bool = False  # q, k, v one tensor each of weight and bias (GPT-2, Megatron-LM)
     # q, k, v (gate and up) listed as the one weight and bias they are held as (Matrix: every
-    # per-tensor rule reads them so), under implementation: huggingface: transformers' GPT-2
-    # c_attn; Phi-3's qkv_proj (and gate_up_proj) (state/resolved.py `held_model`)
+    # per-tensor rule reads them so): transformers' GPT-2 c_attn, Phi-3's qkv_proj (and
+    # gate_up_proj), Megatron's linear_qkv (and linear_fc1) (state/held_layout.py)
     qkv_as_one: bool = False
     gate_up_as_one: bool = False
     mtp_layers: int = 0  # DeepSeek-V3's multi-token-prediction modules (last stage)

@@ -53,7 +53,10 @@ def vocab_grads(r: Resolved, stage: int, grad_bytes: int, root_held: bool) -> Vo
         return VocabGrads()
     nbytes = math.ceil(model.vocab / par.tensor) * model.hidden * grad_bytes
     first, last = stage == 0, stage == par.pipeline - 1
-    tied = model.tied_embeddings and first and last
+    # a chunked loss makes the head's gradient in its own graph inside the forward, where
+    # AccumulateGrad takes it into .grad: the embedding's backward then adds into that .grad,
+    # no input buffer sums the two uses (state/chunked_loss.py)
+    tied = model.tied_embeddings and first and last and r.accounting.loss_chunks == 1
     return VocabGrads(
         head=nbytes if last else 0,
         held=last and (tied or (root_held and first)),

@@ -32,6 +32,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+from tiersim.core.memo import OwnerMemo
 from tiersim.core.records import record
 from tiersim.state.resolved import Resolved
 from tiersim.state.zero3_trace import Trace, step_trace
@@ -72,6 +73,7 @@ class _Coordinator:
     available: int = 0
     recent: dict[int, int] = field(default_factory=dict)  # the latest step fetched for
     ahead: dict[int, int] = field(default_factory=dict)  # prefetched, not used yet: values
+    released: dict[int, list[int]] = field(default_factory=dict)  # each parameter's releases
 
     def gather(self, params) -> int:
         new = [p for p in params if p not in self.gathered and p not in self.persistent]
@@ -116,6 +118,7 @@ class _Coordinator:
             if p in self.gathered:
                 self.gathered.remove(p)
                 self.available -= self.trace.numel[p]
+                self.released.setdefault(p, []).append(k)
 
 
 def _reuse_test(trace: Trace, distance: int):
@@ -139,6 +142,12 @@ def _reuse_test(trace: Trace, distance: int):
 
 def gathered_moments(trace: Trace, limits: Limits) -> tuple[int, list[Moment]]:
     """The persistent values, and each moment of the step in order with its gathered values."""
+    c, out = _walk(trace, limits)
+    return sum(trace.numel[p] for p in c.persistent), out
+
+
+def _walk(trace: Trace, limits: Limits) -> tuple[_Coordinator, list[Moment]]:
+    """The coordinator after the step's trace, and the step's moments (`gathered_moments`)."""
     persistent = frozenset(
         p for p, n in enumerate(trace.numel) if n <= limits.param_persistence_threshold
     )
@@ -154,7 +163,33 @@ def gathered_moments(trace: Trace, limits: Limits) -> tuple[int, list[Moment]]:
         peak, ahead = max(last.peak, c.available), min(last.ahead, sum(c.ahead.values()))
         c.release(k, params, reused)
         out[-1] = Moment(name, peak, c.available, last.fetched + count, ahead)
-    return sum(trace.numel[p] for p in persistent), out
+    return c, out
+
+
+def kept_to_backward(r: Resolved, stage: int) -> list[tuple[tuple[int, bool], ...]]:
+    """Each layer's tensors in the order listed (its forward's order), each with its values
+    and whether the coordinator keeps it gathered from its use in the layer's forward to its
+    first use in the layer's backward (persistent, prefetched for that use, or reused within
+    the distance: never released between), so that the backward gathers it no more. The
+    trace ends with the backward (`__params_to_release` scans `__submodule_order[step_id:]`,
+    this fwd+bwd's trace only): nothing used last in a backward is kept for the next forward.
+    """
+    trace, c, _ = _walked(r, stage)
+    first: dict[str, dict[int, int]] = {}  # moment -> parameter -> the step first using it
+    for k, (name, params) in enumerate(trace.steps):
+        for p in params:
+            first.setdefault(name, {}).setdefault(p, k)
+    out = []
+    for i in range(sum(1 for n in first if n.startswith("forward: layer "))):
+        fwd, bwd = first[f"forward: layer {i}"], first.get(f"backward: layer {i}", {})
+        out.append(tuple((trace.numel[p], _kept(c, p, a, bwd.get(p))) for p, a in fwd.items()))
+    return out
+
+
+def _kept(c: _Coordinator, p: int, used: int, again: int | None) -> bool:
+    if again is None:
+        return False
+    return not any(used <= k < again for k in c.released.get(p, ()))
 
 
 @dataclass
@@ -195,15 +230,35 @@ class Zero3Gathers:
 def zero3_gathers(r: Resolved, stage: int, value_bytes: int) -> Zero3Gathers:
     """The step's gathered parameters on one GPU of `stage` under DeepSpeed's coordinator, with
     the scenario's settings (training.deepspeed; DeepSpeed's defaults where left out)."""
+    trace, c, moments = _walked(r, stage)
+    persistent = sum(trace.numel[p] for p in c.persistent)
+    return Zero3Gathers(persistent, {m.name: m for m in moments}, value_bytes)
+
+
+_WALKS = OwnerMemo()
+
+
+def _walked(r: Resolved, stage: int) -> tuple[Trace, _Coordinator, list[Moment]]:
+    """The stage's trace walked with the scenario's settings: once for the resolved scenario
+    (the memory timeline, the engine's depth and its backward gathers read it), never changed
+    after."""
+
+    def make():
+        trace = step_trace(r, stage)
+        return (trace, *_walk(trace, limits_of(r)))
+
+    return _WALKS.get(r, ("walk", stage), None, make)
+
+
+def limits_of(r: Resolved) -> Limits:
+    """The scenario's four settings (training.deepspeed; DeepSpeed's defaults where left out)."""
     plan = r.execution.offload
-    limits = Limits(
+    return Limits(
         prefetch_bucket_size=plan.prefetch_bucket_size or 0,
         max_live_parameters=plan.max_live_parameters or 0,
         max_reuse_distance=plan.max_reuse_distance or 0,
         param_persistence_threshold=plan.param_persistence_threshold or 0,
     )
-    persistent, moments = gathered_moments(step_trace(r, stage), limits)
-    return Zero3Gathers(persistent, {m.name: m for m in moments}, value_bytes)
 
 
 def fetch_ahead_values(r: Resolved) -> int:

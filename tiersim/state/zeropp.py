@@ -98,6 +98,19 @@ def persistent_secondary_bytes(r: Resolved, mats: list[Matrix]) -> int:
     return sum(b * count for b, count, n in secondary_tensors(r, mats) if n <= limit)
 
 
+def secondary_by_tensor(r: Resolved, mats: list[Matrix]) -> list[tuple[int, int, int]] | None:
+    """(values, secondary bytes, of them in a persistent parameter) of each tensor, in the
+    listed order (a Matrix's `count` one after another): what a fetch part holding some of the
+    tensors holds of the secondary partition. None where the tensors as held are not the
+    listed ones (transformers 5's fused experts), or without hpZ."""
+    listed = [m.rows * m.cols for m in mats for _ in range(m.count)]
+    limit = r.execution.offload.param_persistence_threshold or 0
+    out = [
+        (n, b, b if n <= limit else 0) for b, c, n in secondary_tensors(r, mats) for _ in range(c)
+    ]
+    return out if out and [n for n, _, _ in out] == listed else None
+
+
 def secondary_home(r: Resolved) -> str | None:
     """The tier the secondary partition lives in: the weights' home (`remote_device`: GPU
     memory, or host DRAM under offload_param cpu); None without hpZ. config/zeropp.py refuses

@@ -6,12 +6,13 @@ partitioned_param_coordinator.py), so the GPU holds a few operators, not a layer
 becomes its submodules (each matrix with the biases after it), consecutive small ones merged
 up to `prefetch_bucket_size` parameters, as the coordinator's prefetch bucket gathers them.
 The layer's compute, bytes and collectives are divided among the parts by parameters (a
-linear layer's FLOPs are proportional to them); its retained activations go with the first
-part (the layer input, held until the layer's last backward); each part's data-parallel
-collective pays its own latency. The layer's tensor-, context- and expert-parallel
-communications are per layer pass however many fetches its parameters take (DeepSpeed's
-MOELayer dispatches and combines once, between its gate and its experts): after the last
-part's forward and the first part's backward (the last the backward reaches).
+linear layer's FLOPs are proportional to them; ZeRO++ hpZ's secondary partition by tensor,
+`secondary_cut`); its retained activations go with the first part (the layer input, held
+until the layer's last backward); each part's data-parallel collective pays its own latency.
+The layer's tensor-, context- and expert-parallel communications are per layer pass however
+many fetches its parameters take (DeepSpeed's MOELayer dispatches and combines once, between
+its gate and its experts): after the last part's forward and the first part's backward (the
+last the backward reaches).
 FSDP2 fetches per `fully_shard` unit, a layer: no split (or the whole model as one unit,
 `fetch: model`: workload/whole_model.py).
 
@@ -24,12 +25,14 @@ cost is each tile's transfer and collective latency and the overlap lost between
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import math
 from typing import TYPE_CHECKING
 
 from tiersim.config.framework import OffloadPlan
 from tiersim.core.records import record
 from tiersim.state.model import Matrix
+from tiersim.state.zeropp import secondary_by_tensor
 from tiersim.workload.comms import Comm
 from tiersim.workload.experts import alone_split
 from tiersim.workload.zeropp import qgz_comm, shapes_in, weight_gathers, zeropp_weights
@@ -85,16 +88,18 @@ def _comm_part(c: Comm | None, fraction: float) -> Comm | None:
     return None if c is None else dataclasses.replace(c, nbytes=c.nbytes * fraction)
 
 
-def split_unit(unit, parts: list[int], name_of) -> list:
-    """The unit as consecutive parts of `parts` parameters each (they sum to unit.params)."""
+def split_unit(unit, parts: list[int], name_of, tensors=None) -> list:
+    """The unit as consecutive parts of `parts` parameters each (they sum to unit.params).
+    `tensors`: its tensors' hpZ secondary bytes (`secondary_cut`)."""
     total = sum(parts)
     out, lo = [], 0
+    secondary = secondary_cut(unit, parts, tensors)
     for k, n in enumerate(parts):
         hi = lo + n
         f = n / total
         changes = {b: _share(getattr(unit, b), lo, hi, total) for b in _SPLIT_BYTES}
         changes["homed"] = {c: _share(v, lo, hi, total) for c, v in unit.homed.items()}
-        changes |= _secondary_share(unit, lo, hi, total)
+        changes |= secondary[k]
         changes["grad_shapes"] = shapes_in(unit.grad_shapes, lo, hi, total, backward=False)
         changes |= {t: getattr(unit, t) * f for t in _SPLIT_TIMES}
         changes |= {c: _comm_part(getattr(unit, c), f) for c in _SPLIT_COMMS}
@@ -120,13 +125,38 @@ def split_unit(unit, parts: list[int], name_of) -> list:
     return out
 
 
-def _secondary_share(unit, lo: int, hi: int, total: int) -> dict[str, int]:
-    """ZeRO++ hpZ's secondary partition of a part (review o): its share of the unit's by
-    parameters, the released and the persistent bytes each split so, so that the parts add up
-    to the unit's (a part holding its layer's whole secondary counted it once a part)."""
-    kept = _share(unit.hpz_persistent, lo, hi, total)
-    released = _share(unit.hpz_secondary - unit.hpz_persistent, lo, hi, total)
-    return {"hpz_secondary": released + kept, "hpz_persistent": kept}
+def secondary_cut(unit, parts: list[int], tensors) -> list[dict[str, int]]:
+    """ZeRO++ hpZ's secondary partition of each part (issue 38): the secondary bytes of the
+    tensors it holds, each tensor padded on its own (state/zeropp.py `secondary_by_tensor`:
+    (values, bytes, persistent bytes) in the listed order, which the parts cut consecutively
+    as unit_tensors.py `consecutive` does), a persistent vector's with the part it falls in.
+    A tensor cut between parts (a tile) has its bytes shared by values, cumulative floors, so
+    the parts add up to the unit's. Where the tensors are not known, or are not this unit's, each
+    part's share of the unit's by parameters."""
+    marks = list(itertools.accumulate(parts, initial=0))
+    sums = (unit.params, unit.hpz_secondary, unit.hpz_persistent)
+    if tensors and all(sum(t[i] for t in tensors) == sums[i] for i in range(3)):
+        sec = [_upto(tensors, x, 1) for x in marks]
+        kept = [_upto(tensors, x, 2) for x in marks]
+    else:
+        sec = [_share(unit.hpz_secondary, 0, x, marks[-1]) for x in marks]
+        kept = [_share(unit.hpz_persistent, 0, x, marks[-1]) for x in marks]
+    return [
+        {"hpz_secondary": sec[k + 1] - sec[k], "hpz_persistent": kept[k + 1] - kept[k]}
+        for k in range(len(parts))
+    ]
+
+
+def _upto(tensors, x: int, field: int) -> int:
+    """`field` of the tensors' first `x` values: the tensors wholly before x, and of the one
+    x falls in its share by values (floored)."""
+    total = start = 0
+    for t in tensors:
+        n = t[0]
+        if start + n > x:
+            return total + t[field] * (x - start) // n
+        total, start = total + t[field], start + n
+    return total
 
 
 def _tiles(r: Resolved, unit, parts: list[int], room: float) -> list[int]:
@@ -164,7 +194,10 @@ def fetch_units(r: Resolved, plan: OffloadPlan, layers: list, mats: list[Matrix]
     if len(pieces) == 1:
         return layers, ()
     names = [f".{k}" + (f"t{j}" if t > 1 else "") for k, t in enumerate(tiles) for j in range(t)]
-    out = [p for u in layers for p in split_unit(u, pieces, lambda k, u=u: u.name + names[k])]
+    tensors = secondary_by_tensor(r, mats)  # ZeRO++ hpZ's, tensor by tensor
+    out = [
+        p for u in layers for p in split_unit(u, pieces, lambda k, u=u: u.name + names[k], tensors)
+    ]
     if layers[0].dp_weights is not None and zeropp_weights(r):  # each part's own gathers
         out = [dataclasses.replace(p, **weight_gathers(r, p.params, p.weights_full)) for p in out]
     if layers[0].grad_shapes:  # ZeRO++ qgZ: each part's own tensors' calls

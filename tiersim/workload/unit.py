@@ -66,3 +66,9 @@ class Unit:
     # last backward's, workload/whole_model.py), the whole model's weight bytes homed on this
     # GPU (the shard its gather reads from their home); 0 on every other unit
     whole_model: int = 0
+    # DeepSpeed ZeRO-3: values of its weights the coordinator keeps gathered from its forward to
+    # its backward, which the backward does not gather again (workload/zero3_reuse.py)
+    kept_values: int = 0
+    # ... of them in persistent parameters (at most stage3_param_persistence_threshold values),
+    # gathered once a step: only the step's first forward gathers them (workload/zero3_reuse.py)
+    persistent_values: int = 0

@@ -63,6 +63,7 @@ from tiersim.workload.stage_times import bubble as stage_bubble
 from tiersim.workload.stage_times import chunk_units, chunks, compute_times
 from tiersim.workload.unit import Unit
 from tiersim.workload.whole_model import whole_model_grain
+from tiersim.workload.zero3_reuse import rest_reuse, with_reuse
 from tiersim.workload.zeropp import qgz_shapes
 
 
@@ -262,7 +263,7 @@ def _stage_units(r: Resolved, model, stage: int, cap: dict) -> tuple[list[Unit],
         backward_s=rest.backward_s + hidden_s(r, [rest_hidden], rest.backward_s, cap),
         embedding_sync=embedding_sync(r, model, stage),
     )
-    return [*units, with_fsdp_overheads(r, rest)], groups[0]
+    return [*units, with_fsdp_overheads(r, rest, root=True)], groups[0]
 
 
 def _with_layer_comms(r: Resolved, u: Unit, tp: tuple, cap: dict) -> Unit:
@@ -339,9 +340,10 @@ def build_workload(
     held = inv.tiers[r.machine.gpu.memory].classes  # each class's part homed in GPU memory
     resident = sum(n for c, n in held.items() if c != "activations")  # workspace included
     layers, tiling = fetch_units(r, r.execution.offload, units[:-1], first_mats, resident)
+    layers = with_reuse(r, layers, units[:-1], inv.stage)  # DeepSpeed ZeRO-3's, forward to back
     per_layer = len(layers) // max(1, len(units) - 1)
     whole = units  # one unit a layer: the kernels' prices are by layer (workload.breakdown)
-    units = [*layers, units[-1]]
+    units = [*layers, rest_reuse(r, units[-1], inv.stage)]  # (its persistent parameters)
     bubble, after, fill, p2p = stage_bubble(
         r, model, units, cap, model.hidden, inv.stage, lambda k: stage_units(k)[0]
     )
