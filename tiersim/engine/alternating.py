@@ -39,14 +39,14 @@ holds one step more (`compared_steps`: warm-up, measured, the step after it, tra
 last step is no measure of the others, nothing of a next step beside its tail), and the
 measured step's length is compared with the next one's (`changing`), at no run more. Where
 they differ the steps have not settled: ZeRO-Infinity with the CPU updating a step late
-(tests/fixtures/alternating-steps-zero-infinity.yaml; since DeepSpeed's ZeRO-3 gathers layer
-0 again each micro-batch, dsreuse) runs steps of 5.3013, 5.4717, 5.4318, 5.4355, 5.4423 and
-5.4428 ms, then 5.4428 ms for good, each step's parts filling it: the step after one warm-up
-step, reported before, was 2.6 % under the settled one, which the runs one step longer now
-reach (step 7, `settle`). Where two steps alternate for good with their parts filling them
-(the same at `sub_group_size: 150000`: 5.0211 and 5.8085 ms from step 3 on), the two steps
-before the last two measured, each as long as its own two steps later, make them a cycle,
-reported at its period, their mean (`cycle`). Where steps repeat the run is a step longer
+(tests/fixtures/alternating-steps-zero-infinity.yaml; since DeepSpeed's ZeRO-3 gathers its
+persistent parameters once a step, hpzsplit) runs steps of 5.2928, 5.4422, 5.3804, 5.3937,
+5.3770, then 5.3827 ms for good from step 6, each step's parts filling it: the step after one
+warm-up step, reported before, was 1.7 % under the settled one, which the runs one step longer
+now reach (step 7, `settle`). Where two steps alternate for good with their parts filling them
+(tests/fixtures/alternating-steps-cycle.yaml: 3.9424 and 4.4354 ms from step 1 on), the two
+steps before the last two measured, each as long as its own two steps later, make them a
+cycle, reported at its period, their mean (`cycle`). Where steps repeat the run is a step longer
 (a third more events in a run of three) and nothing else: no shipped scenario has an
 update that overlaps the next step.
 
@@ -183,9 +183,9 @@ def cycle(
     """`mean` (steps `step` and `step + 1` of a run whose step ends are `ends`, alternating),
     where the two steps before them last as long as they do, each as its own two steps
     later, and the mean's parts fill it: a cycle of two steps for good, reported at its
-    period (alternating-steps-zero-infinity.yaml at `sub_group_size: 150000`: 5.0211 and
-    5.8085 ms from step 3 on, each step's parts filling it, where the last step measured at
-    the bound was one of the two); else None."""
+    period (alternating-steps-cycle.yaml: 3.9424 and 4.4354 ms from step 1 on, each step's
+    parts filling it, where the last step measured at the bound was one of the two); else
+    None."""
     if mean is None or step < 3 or unfilled(res, mean, step) or overdrawn(res, mean, step):
         return None
     lengths = [ends[k] - ends[k - 1] for k in range(step - 2, step + 2)]
@@ -215,8 +215,8 @@ def compared_steps(res: Resolved, setup: RunSetup) -> tuple[int, int]:
 def changing(first: StepResult, ends: list[float], measured: int, steps: int) -> bool:
     """The third sign: the measured step (`first`) and the step after it (from the run's step
     ends) differ in length (`alternate`): its steps have not settled, whether its parts fill
-    it or not (tests/fixtures/alternating-steps-zero-infinity.yaml: steps of 5.301, 5.472,
-    5.432, 5.436, 5.442 ms, each step's parts filling it, the same from step 6 on)."""
+    it or not (tests/fixtures/alternating-steps-zero-infinity.yaml: steps of 5.293, 5.442,
+    5.380, 5.394, 5.377 ms, each step's parts filling it, the same from step 6 on)."""
     after = ends[measured + 1] - ends[measured]
     return alternate((first.time_s, after), first.events, first.time_s * steps)
 
