@@ -38,8 +38,8 @@ Muon under framework megatron reads `linear_qkv` whole, as Megatron-Core's Muon 
 `get_megatron_muon_optimizer` builds `TensorParallelMuon(..., split_qkv=False)` ("TODO(deyuf):
 support qkv split"; NVIDIA/Megatron-LM megatron/core/optimizer/muon.py at 025c931a).
 Not changed: routed experts (Megatron-Core's SequentialMLP / TEGroupedMLP hold each expert's
-fc1 as one [2f, h] too; listed as gate and up apart) and latent attention (Megatron-Core's MLASelfAttention holds its down and up
-projections apart, as listed).
+fc1 as one [2f, h] too; listed as gate and up apart) and latent attention (Megatron-Core's
+MLASelfAttention holds its down and up projections apart, as listed).
 """
 
 from __future__ import annotations
