@@ -20,8 +20,8 @@ from __future__ import annotations
 
 import pytest
 from conftest import scenario
+from engine_helpers import merge, tiny
 from engine_helpers import scenario as engine_scenario
-from engine_helpers import tiny
 from test_zero3_prefetch import GATHERED, raw
 
 from tiersim.engine.schedule import build_schedule
@@ -114,6 +114,27 @@ def test_a_fetch_unit_partly_kept_gathers_the_rest_for_its_backward():
     # unit (down + the norms, 8,320 values) is gathered again for 8,192 of them: 128 B less
     # than at distance 0
     assert weights_sent(4_096_300) == FORWARD + 2 * LAYER - 128
+
+
+def test_a_partly_kept_units_forward_writes_the_rest_of_its_hpz_secondary():
+    # the case above under ZeRO++ hpZ (h = 2 of data 4) with the weights in host memory
+    # (offload_param cpu), 2 micro-batches: a forward's release partitions (and copies into
+    # the host's secondary: partition_parameters.py _partition_param_sec) only the tensors
+    # the coordinator releases. Layer 1's two kept norms, 64 values each: padded to a
+    # multiple of 4, // 2 = 32 values, 64 B of bf16 each; each micro-batch's forward copies
+    # 128 B less than at distance 0, where nothing is kept (their backward copies them)
+    def written(distance: int) -> int:
+        keys = {
+            "stage3_prefetch_bucket_size": 0,
+            "stage3_param_persistence_threshold": 0,
+            "stage3_max_reuse_distance": distance,
+            "zero_hpz_partition_size": 2,
+        }
+        offloaded = {"parallel": {"data": 4}, "placement": {"weights": "dram"}}
+        s = scenario(merge(raw(keys, grad_accumulation=2), offloaded))
+        return simulate(s).links["pcie"].bytes_by_direction["hbm->dram"]
+
+    assert written(0) - written(4_096_300) == 2 * 2 * (64 // 2) * 2 == 256
 
 
 def test_the_timeline_holds_no_gathered_weights_across_the_micro_batch_boundary():

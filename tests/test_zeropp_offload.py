@@ -14,7 +14,8 @@ from test_zeropp import BASE
 from tiersim.config.load import build
 from tiersim.core.errors import InputError
 from tiersim.engine.host_memory import host_timeline
-from tiersim.engine.simulate import simulate
+from tiersim.engine.schedule import build_schedule
+from tiersim.engine.simulate import prepare, simulate
 from tiersim.state.inventory import build_inventory
 from tiersim.state.layers import Matrix
 from tiersim.state.resolved import resolve
@@ -70,15 +71,36 @@ def test_hpz_offload_pcie_bytes_by_hand(offloaded):
     fetched = PRIMARY + 12 * LAYER_REL + REST_REL
     assert _pcie(hpz, "dram->hbm") == fetched == 46_634_592
     # back to the host: the updated weights (15,554,976, both) and, with hpZ, every release's
-    # copy into the host's secondary (_partition_param_sec): each of the 13 units released
-    # once a micro-batch, after its backward (the layers kept over their forward's release):
-    # 2 x (12 x 1,771,968 + 9,846,336) = 2 x 31,109,952
+    # copy into the host's secondary (_partition_param_sec) of the parameters it releases:
+    # each of the 13 units released once a micro-batch, after its backward (the layers kept
+    # over their forward's release), but for its persistent vectors (ds_persist: no use
+    # releases them): 2 x (12 x 1,769,472 + 9,845,952) = 2 x 31,079,616; theirs (30,336)
+    # once a step, by step's _partition_all_parameters (release_and_reset_all) before the
+    # update: one copy of the persistent secondary, not one a micro-batch
     assert _pcie(base, "hbm->dram") == PRIMARY
-    written = 2 * (12 * LAYER_SEC + REST_SEC)
-    assert _pcie(hpz, "hbm->dram") == PRIMARY + written == 77_774_880
+    written = 2 * (12 * LAYER_REL + REST_REL) + PERSISTENT
+    assert written == 2 * (12 * LAYER_SEC + REST_SEC) - PERSISTENT
+    assert _pcie(hpz, "hbm->dram") == PRIMARY + written == 77_744_544
     # the secondary in host memory, not in HBM (torch.empty(device=remote_device))
     assert hpz.tiers["dram"].peak_bytes - base.tiers["dram"].peak_bytes == SECONDARY_ALL
     assert hpz.tiers["hbm"].peak_bytes == base.tiers["hbm"].peak_bytes
+
+
+def test_persistent_secondary_written_once_after_the_last_backward():
+    # each unit's persistent vectors' secondary (a layer's 13 x 768 = 9,984 values, / 8 x 2 =
+    # 2,496 B; ln_f's 1,536 values, 384 B) copied home once, after the step's last backward
+    # (micro-batch 1's L0) and before the first optimizer op: _partition_all_parameters
+    r = resolve(scenario(_raw(zero_hpz_partition_size=8)))
+    setup = prepare(r, build_inventory(r))
+    ops = build_schedule(r, setup.wl, 1, setup.depth).ops
+    labels = [str(op.label) for op in ops]
+    once = [k for k, x in enumerate(labels) if x.startswith("write hpz persistent secondary")]
+    assert [ops[k].nbytes for k in once] == [2_496] * 12 + [384]
+    assert sum(ops[k].nbytes for k in once) == PERSISTENT
+    last_backward = max(k for k, x in enumerate(labels) if x.startswith("backward "))
+    first_update = min(k for k, x in enumerate(labels) if x.startswith("optimizer "))
+    assert labels[last_backward] == "backward L0 mb1"
+    assert last_backward < min(once) and max(once) < first_update
 
 
 def _hpz_events(timeline) -> list[tuple[str, int, bool]]:

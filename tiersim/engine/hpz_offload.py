@@ -11,7 +11,13 @@ its gathers, state/zeropp.py its memory). partition_parameters.py at 57073d13:
 - every release of a gathered parameter (`_partition` calls `_partition_param_sec` after each
   forward and each backward) copies this rank's slice of the gathered tensor into it: from
   the GPU to the host under offload, then `get_accelerator().current_stream().synchronize()`
-  (the GPU stream waits for the copy).
+  (the GPU stream waits for the copy). A persistent parameter (`ds_persist`: at most
+  `stage3_param_persistence_threshold` values) is released by no use: `step`'s
+  `_partition_all_parameters` (stage3.py at 007cca6a; the coordinator's
+  `release_and_reset_all` calls `param.partition()` on every parameter) partitions it once a
+  step, after the last backward and before the update, so a use's release writes the rest of
+  the unit's secondary (`Unit.hpz_secondary` less `hpz_persistent`) and the persistent part
+  is written once, at the end of the step's passes (`SecondaryWrites.persistent_writes`).
 
 In GPU memory both copies stay on the GPU: nothing crosses PCIe (the copy's time not priced).
 """
@@ -47,26 +53,40 @@ class SecondaryWrites:
     def __init__(self, c: Context):
         self.gpu = c.gpu
         self.homes = [c.home_of(u)["weights"] for u in range(len(c.wl.units))]
+        hpz = [unit.dp_weights_secondary is not None for unit in c.wl.units]
+        # a use's release: the secondary of what it releases, never the persistent parameters'
+        # (a backward's), nor at a forward those kept for the backward (`Unit.hpz_kept`)
         self.nbytes = [
-            unit.hpz_secondary if unit.dp_weights_secondary is not None else 0
-            for unit in c.wl.units
+            unit.hpz_secondary - unit.hpz_persistent if on else 0
+            for unit, on in zip(c.wl.units, hpz, strict=True)
+        ]
+        self.forward_bytes = [
+            max(0, unit.hpz_secondary - max(unit.hpz_kept, unit.hpz_persistent)) if on else 0
+            for unit, on in zip(c.wl.units, hpz, strict=True)
+        ]
+        # the persistent parameters', written once a step (`persistent_writes`) where homed off
+        self.persistent = [
+            unit.hpz_persistent if on and h != self.gpu else 0
+            for unit, on, h in zip(c.wl.units, hpz, self.homes, strict=True)
         ]
         self.names = [unit.name for unit in c.wl.units]
         # the units whose releases are written (a fact: TrainingPasses skips every call if none)
         self.writes = [
             h != self.gpu and n > 0 for h, n in zip(self.homes, self.nbytes, strict=True)
         ]
-        self.pending: tuple[int, int, int, int] | None = None  # (unit, mb, step, its use)
+        self.pending: tuple[int, int, int, int, int] | None = None  # (unit, mb, step, use, B)
 
     def fork(self) -> SecondaryWrites:
         twin = object.__new__(SecondaryWrites)
         twin.__dict__.update(self.__dict__)  # the lists shared, never changed
         return twin
 
-    def released(self, u: int, mb: int, step: int, use: int, release: bool) -> None:
-        """Unit u's use `use` added (`release`: its weights released after it): pending."""
-        if release and self.writes[u]:
-            self.pending = (u, mb, step, use)
+    def released(self, u: int, mb: int, step: int, use: int, release: bool, fwd: bool) -> None:
+        """Unit u's use `use` added (`release`: its weights released after it; `fwd`: a
+        forward): pending."""
+        nbytes = self.forward_bytes[u] if fwd else self.nbytes[u]
+        if release and self.writes[u] and nbytes:
+            self.pending = (u, mb, step, use, nbytes)
 
     def kept(self, u: int) -> None:
         """Unit u's next use found its weights still held: the pending release was none."""
@@ -77,9 +97,21 @@ class SecondaryWrites:
         """The pending release's slice copied home, the stream waiting for it."""
         if self.pending is None:
             return
-        u, mb, step, use = self.pending
+        u, mb, step, use, nbytes = self.pending
         self.pending = None
-        home, nbytes, name = self.homes[u], self.nbytes[u], self.names[u]
+        home, name = self.homes[u], self.names[u]
         label = ("write hpz secondary {} mb{}", name, mb)
         moved = ops.move("weights", label, step, self.gpu, home, nbytes, [use], alloc_dst=False)
         ops.barrier(("hpz secondary written {} mb{}", name, mb), step, [moved], Role.STATE)
+
+    def persistent_writes(self, ops: OpList, step: int) -> None:
+        """`step`'s `_partition_all_parameters`, after the step's last backward (its release
+        flushed first): each unit's persistent parameters' secondary copied home, the stream
+        waiting for each (`_partition_param_sec`'s synchronize), before the update."""
+        for u, nbytes in enumerate(self.persistent):
+            if not nbytes:
+                continue
+            name, after = self.names[u], [ops.last("gpu")]
+            label = ("write hpz persistent secondary {}", name)
+            moved = ops.move("weights", label, step, self.gpu, self.homes[u], nbytes, after, False)
+            ops.barrier(("hpz persistent secondary written {}", name), step, [moved], Role.STATE)

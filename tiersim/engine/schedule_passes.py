@@ -207,7 +207,7 @@ class TrainingPasses:
         if release and held:
             self.release_weights(u, held, op)
         if self.hpz_on:
-            self.hpz.released(u, mb, step, op, release and u not in self.reuse.whole)
+            self.hpz.released(u, mb, step, op, release and u not in self.reuse.whole, True)
         self.uses.append(op)  # the use ends here (inline: a call per op costs)
         self.use_units.append(u)
         # blocking: expert (first: an overlapped all-to-all's wait runs from this op's end,
@@ -265,7 +265,7 @@ class TrainingPasses:
         elif self.keeps[u]:
             reshard_kept(self, u, op)
         if self.hpz_on:
-            self.hpz.released(u, mb, step, op, streamed)
+            self.hpz.released(u, mb, step, op, streamed, False)
         self.uses.append(op)  # the use ends here (inline: a call per op costs)
         self.use_units.append(u)
         for comm in (unit.ep_backward, unit.tp_backward, unit.cp_backward):  # as forward's
@@ -381,3 +381,4 @@ class TrainingPasses:
                 for u in reversed(units):
                     backward(u, mb, step, offloads.pop((u, mb)), alone)
         self.hpz.flush(ops)  # the last backward's release
+        self.hpz.persistent_writes(ops, step)  # then `step`'s _partition_all_parameters

@@ -214,10 +214,13 @@ def weight_moves(moves: Moves, res: Resolved, home: str, updater: str, u: Unit, 
     ZeRO++ hpZ's secondary partition off the GPU, each use's write of it home besides."""
     gpu, uses = res.machine.gpu.memory, n * 2 * m  # `m` micro-batches a step
     # ZeRO++ hpZ homed off the GPU: a fetch copies the secondary partition where it is the
-    # larger, and each use's release writes it home (engine/hpz_offload.py)
+    # larger, and each use's release writes it home but for the persistent parameters',
+    # written once a step (engine/hpz_offload.py)
     secondary = u.hpz_secondary if u.dp_weights_secondary is not None else 0
+    persistent = u.hpz_persistent if secondary else 0
     weights = max(tier_bytes(u)[0], secondary)
-    moves.add(gpu, home, secondary, uses)
+    moves.add(gpu, home, secondary - persistent, uses)
+    moves.add(gpu, home, persistent, n)
     if swapped_in(res.execution.offload, res.machine, home):
         host = res.machine.cpu.memory
         moves.add(home, host, weights, uses)

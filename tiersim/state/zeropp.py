@@ -70,6 +70,16 @@ def secondary_values(n: int, d: int, h: int) -> int:
     return math.ceil(n / d) * d // h
 
 
+def tensor_secondary_bytes(r: Resolved, n: int) -> int:
+    """Bytes of the hpZ secondary partition of one tensor of n values in the weights' dtype
+    (0 without hpZ)."""
+    tr, par = r.execution.training, r.execution.parallel
+    h = hpz_ranks(tr, par)
+    if h <= 1:
+        return 0
+    return secondary_values(n, Mesh.of(par).world, h) * PRECISION_BYTES[tr.precision.weights]
+
+
 def secondary_tensors(r: Resolved, mats: list[Matrix]) -> list[tuple[int, int, int]]:
     """(bytes, count, the tensor's values) of the hpZ secondary partition's tensors of these
     tensors one GPU holds, each padded to a multiple of d (module docstring); none without

@@ -72,3 +72,6 @@ class Unit:
     # ... of them in persistent parameters (at most stage3_param_persistence_threshold values),
     # gathered once a step: only the step's first forward gathers them (workload/zero3_reuse.py)
     persistent_values: int = 0
+    # bytes of its hpZ secondary partition in the values kept (`kept_values`, persistent ones
+    # included): its forward releases, and writes the secondary of, only the rest
+    hpz_kept: int = 0

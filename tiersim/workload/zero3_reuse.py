@@ -16,7 +16,10 @@ most `stage3_param_persistence_threshold` values: parameter_offload.py
 `mark_persistent_parameters`), which no use releases (`ds_persist`) and only `step`'s
 `_partition_all_parameters` partitions: the step's first forward gathers them, a later
 micro-batch's forward does not (`Unit.persistent_values`; engine/backward_reuse.py
-`forward_rest`), as the memory timeline holds them all step.
+`forward_rest`), as the memory timeline holds them all step. Under ZeRO++ hpZ each part also
+carries the secondary partition's bytes of its kept tensors (`Unit.hpz_kept`): a forward's
+release partitions, and so copies into the secondary (partition_parameters.py at 57073d13
+`_partition` -> `_partition_param_sec`), only the rest (engine/hpz_offload.py).
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from typing import TYPE_CHECKING
 
 from tiersim.state.inventory import rank_matrices
 from tiersim.state.zero3_prefetch import kept_to_backward, limits_of
+from tiersim.state.zeropp import tensor_secondary_bytes
 from tiersim.workload.comms import sm_share_s
 from tiersim.workload.fsdp_exposure import backward_gather_s
 
@@ -59,11 +63,12 @@ def with_reuse(r: Resolved, parts: list[Unit], whole: list[Unit], stage: int) ->
             continue
         charge = backward_gather_s(r, layer, sm_share_s(r, layer.dp_weights))
         persistent = tuple((n, n <= limit) for n, _ in kept[i])
+        secs = _secondaries(r, kept[i], layer)  # ZeRO++ hpZ's, tensor by tensor
         lo = 0
         for part in parts[i * per : (i + 1) * per]:
-            values = _kept_in(kept[i], lo, lo + part.params)
-            kept_all_step = _kept_in(persistent, lo, lo + part.params)
-            lo += part.params
+            hi = lo + part.params
+            values = _kept_in(kept[i], lo, hi)
+            kept_all_step = _kept_in(persistent, lo, hi)
             if values:
                 less = charge * values / max(layer.params, 1)  # its share of the layer's
                 part = dataclasses.replace(
@@ -71,7 +76,9 @@ def with_reuse(r: Resolved, parts: list[Unit], whole: list[Unit], stage: int) ->
                     kept_values=values,
                     persistent_values=kept_all_step,
                     backward_s=part.backward_s - less,
+                    hpz_kept=_kept_secondary(kept[i], secs, (lo, hi), part, kept_all_step),
                 )
+            lo = hi
             out.append(part)
     return out
 
@@ -84,6 +91,35 @@ def _kept_in(tensors: tuple[tuple[int, bool], ...], lo: int, hi: int) -> int:
             total += max(0, min(hi, at + n) - max(lo, at))
         at += n
     return total
+
+
+def _secondaries(r: Resolved, tensors, layer: Unit) -> list[int] | None:
+    """Each tensor's hpZ secondary bytes (state/zeropp.py `tensor_secondary_bytes`), where
+    they add up to the layer's (not so for tensors kept in fp32, or fused experts): None."""
+    secs = [tensor_secondary_bytes(r, n) for n, _ in tensors]
+    return secs if sum(secs) and sum(secs) == layer.hpz_secondary else None
+
+
+def _kept_secondary(tensors, secs: list[int] | None, span, part: Unit, persistent: int) -> int:
+    """The hpZ secondary bytes of the kept tensors among the layer's values `span` [lo, hi),
+    `persistent` of them persistent: each kept tensor's own (a tensor cut between parts: its
+    bytes shared by values, cumulative floors); where the tensors' are not known, the part's
+    persistent bytes and the rest's share by values."""
+    lo, hi = span
+    if secs is None:
+        left, rest = part.params - persistent, _kept_in(tensors, lo, hi) - persistent
+        share = (part.hpz_secondary - part.hpz_persistent) * rest // left if left > 0 else 0
+        return part.hpz_persistent + share
+
+    def upto(x: int) -> int:
+        total = start = 0
+        for (n, kept), b in zip(tensors, secs, strict=True):
+            if start + n > x:
+                return total + (b * (x - start) // n if kept else 0)
+            total, start = total + (b if kept else 0), start + n
+        return total
+
+    return upto(hi) - upto(lo)
 
 
 def rest_reuse(r: Resolved, rest: Unit, stage: int) -> Unit:
