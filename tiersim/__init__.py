@@ -19,7 +19,7 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-__version__ = "0.24.0"
+__version__ = "0.25.0"
 
 # public name -> (module, attribute)
 _API = {
