@@ -7,6 +7,7 @@ figures (with the source in a comment) or arithmetic written out in the test its
 from __future__ import annotations
 
 import contextlib
+import functools
 import importlib
 import io
 import json
@@ -48,6 +49,8 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
 # group goes to one worker, so no run is made twice (shipped_run, every_step_drain_run below).
 SHARED_RUNS = {
     "test_run_cli.py": "test_golden.py",
+    "test_wear.py": "test_golden.py",  # hbf-optimizer-state's steps (shared_steps below)
+    "test_cost.py": "test_golden.py",
     "test_reliability_round2.py": "test_doc_shipped_figures.py",
 }
 
@@ -59,14 +62,15 @@ SHARED_RUNS = {
 # in a `pytest -n 2 --dist loadfile` run of 0.21.0, 2026-12-07 14:49-15:08 UTC, load average
 # 1 rising to 14 on 2 cores; test_fsdp2_step, test_steady, test_step_measure and test_layout
 # scaled by the suite2 round's cuts, test_fsdp2_step by the suitecut round's too (-18 %),
-# measured file by file (docs/suite-time.md): only their order matters. A file not listed
-# follows them, in pytest-xdist's order.
+# measured file by file (docs/suite-time.md): only their order matters. test_golden's unit
+# holds test_wear's and test_cost's too since they share its steps (2026-12-08: their
+# shipped HBF runs' engine work no longer counted). A file not listed follows them, in
+# pytest-xdist's order.
 LONGEST = {
     "test_fsdp2_step.py": 151,
-    "test_golden.py": 27.5,
+    "test_golden.py": 32,
     "test_muon_sharded.py": 20,
     "test_sweep_kill.py": 19,
-    "test_wear.py": 15,
     "test_steady.py": 14,
     "test_step_measure.py": 10.7,
     "test_doc_shipped_figures.py": 10,
@@ -81,7 +85,6 @@ LONGEST = {
     "test_review_2026_12_07_l.py": 5.7,  # 5.6 s of it PyTorch's import and a tiny training
     "test_sweep_early_signals.py": 5.5,
     "test_layout.py": 5.3,
-    "test_cost.py": 5.3,
     "test_sweep_run.py": 4.5,
 }
 
@@ -232,10 +235,49 @@ def shipped_run(tmp_path_factory):
     def _run(case) -> tuple[int, str, Path]:
         if case not in runs:
             folder = tmp_path_factory.mktemp("run")
-            runs[case] = (*run_json(case, folder), folder)
+            with shared_steps():
+                runs[case] = (*run_json(case, folder), folder)
         return runs[case]
 
     return _run
+
+
+# Measured steps shared by value (shared_steps): a scenario and whether its trace is kept ->
+# the engine's result, the first time a command simulated it under shared_steps.
+_STEPS: dict[tuple[str, bool], Any] = {}
+
+
+@contextlib.contextmanager
+def shared_steps():
+    """Within it, every tiersim.runner.Run's measured step (`Run.result`: the engine's
+    simulation, a pure function of the scenario as given and of `record`) is the one simulated
+    for the same scenario the first time in this process under `shared_steps`: the same
+    object, so the same values. The commands around it (loading, checks, the wear remedies'
+    search, the report, its text) run in full each time; only the engine's run is not made
+    again. `tiersim run`, `wear` and `compare` of scenarios/hbf-optimizer-state.yaml simulate
+    the same step and its HBF remedy's grad_accumulation (about 3 s of CPU each time) in
+    test_golden, test_wear (text and JSON) and test_cost (SHARED_RUNS: one worker)."""
+    from tiersim.runner import Run
+
+    original = Run.__dict__["result"]
+    if getattr(original, "shared", False):  # already within one
+        yield
+        return
+
+    def result(self) -> Any:
+        key = (self.given.model_dump_json(), self.record)
+        if key not in _STEPS:
+            _STEPS[key] = original.func(self)
+        return _STEPS[key]
+
+    shared = functools.cached_property(result)
+    shared.__set_name__(Run, "result")
+    shared.shared = True
+    Run.result = shared
+    try:
+        yield
+    finally:
+        Run.result = original
 
 
 # docs/science.md's drain outlasting the step (Llama 2 7B, NVMe writing 1 GB/s, one

@@ -5,6 +5,7 @@ again."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -33,3 +34,30 @@ def test_pytest_imports_a_test_file_by_its_stem():
     """The name the pre-pass imports each file by (`--import-mode prepend`, tests/ not a
     package): under another name its collection would import the file a second time."""
     assert __name__ == Path(__file__).stem
+
+
+def test_shared_steps_hand_a_scenario_the_step_simulated_first_and_no_other():
+    """conftest.shared_steps: within it a Run of a scenario simulated before under it is
+    handed that very result (no second engine run), a Run of another scenario or with its
+    trace kept is simulated; outside it Run.result is tiersim's own again."""
+    from conftest import SCENARIOS, shared_steps
+
+    from tiersim.config.load import load_scenario
+    from tiersim.runner import Run
+
+    own = Run.__dict__["result"]
+    seed = load_scenario(SCENARIOS / "seed-1b-adam.yaml").scenario
+    other = load_scenario(
+        SCENARIOS / "seed-1b-adam.yaml", ["training.grad_accumulation=2"]
+    ).scenario
+    with shared_steps():
+        first = Run(seed).result
+        with shared_steps():  # nested: the same table
+            assert Run(seed).result is first
+        assert Run(load_scenario(SCENARIOS / "seed-1b-adam.yaml").scenario).result is first
+        assert Run(other).result is not first
+        assert Run(seed, record=True).result.trace is not None  # its own run, traced
+    assert Run.__dict__["result"] is own
+    alone = Run(seed).result  # simulated again outside it: not the same object, the same
+    # step (but for `wall_s`, the engine's own wall-clock time, a measure of the simulator)
+    assert alone is not first and replace(alone, wall_s=0.0) == replace(first, wall_s=0.0)

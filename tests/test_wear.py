@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 import yaml
-from conftest import SCENARIOS, generic, scenario
+from conftest import SCENARIOS, generic, scenario, shared_steps
 
 from tiersim.analysis.wear import assess, grad_accumulation_to_fit, wear_problems
 from tiersim.analysis.write_amplification import lambert_w0, random_write_amplification
@@ -594,16 +594,18 @@ def wear_json(cli, *extra: object) -> tuple[int, dict[str, Any]]:
 
 @pytest.fixture(scope="module")
 def shipped_wear() -> tuple[int, dict[str, Any]]:
-    """wear_json() of the shipped scenario as it is, run once for the tests that read it."""
+    """wear_json() of the shipped scenario as it is, run once for the tests that read it; its
+    step and remedies' steps are test_golden's and test_cost's (conftest.shared_steps)."""
     out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err), shared_steps():
         code = main(["wear", str(SHIPPED), "--format", "json", "--check"])
     assert code in (0, 1), err.getvalue()
     return code, json.loads(out.getvalue())
 
 
 def test_wear_command_on_the_shipped_scenario(cli, shipped_wear):
-    code, out, err = cli("wear", SHIPPED)
+    with shared_steps():  # the steps shipped_wear's command simulated (the text from them)
+        code, out, err = cli("wear", SHIPPED)
     assert code == 0, err  # without --check a failed budget is a result, not an error
     assert out.startswith("HBF cannot hold optimizer state and master weights for 5 years: at ")
     code, report = shipped_wear
