@@ -15,10 +15,11 @@ them to oneDNN (AVX-512, AMX), whose scratchpad inside the layers the timeline d
 they are skipped with that reason. Without recompute the bf16 step peaks in the head's
 backward: on AVX-512 BF16 cores without AMX inside its weight-gradient GEMM, whose scratchpad
 the timeline counts there (state/loss_memory.py `head_gemm_workspaces`: 87,168 B for d logitsᵀ
-[256, 32] x x [32, 64], A's copy included, state/onednn_brgemm.py). Measured on AMX cores (the module before it followed 0.3.0): -3.15 % (4 kv heads)
-and -3.35 % (2), the step's peak in layer 1's backward beside transient workspaces of 21,504 B
-and 13,440 B (docs/issue38-status.md). tests/test_titan_real.py records torchtitan's own model
-where torchtitan is installed."""
+[256, 32] x x [32, 64], A's copy included, state/onednn_brgemm.py). Full bf16 measured on
+AMX cores (the module before it followed 0.3.0): -3.15 % (4 kv heads) and -3.35 % (2), the
+step's peak in layer 1's backward beside transient workspaces of 21,504 B and 13,440 B
+(docs/issue38-status.md). tests/test_titan_real.py records torchtitan's own model where
+torchtitan is installed."""
 
 from __future__ import annotations
 
