@@ -1,0 +1,33 @@
+"""Review 2026-12-08 (b): a demanding first-time user's pass over tiersim 0.25.0, with three
+scenarios written from the docs alone (Llama 3 8B under FSDP2, a Mixtral with expert
+parallelism, a 70B with its optimizer state on HBF; docs/review-2026-12-08-b.md). Each test
+fails on the tree before its fix; expected values are worked by hand in each."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+SEED = ROOT / "scenarios" / "seed-1b-adam.yaml"
+
+
+def test_compare_says_how_many_tokens_each_step_is_for(cli):
+    # review (b) #1: comparing two designs at different batches (an imported DeepSpeed config's
+    # global_batch_size against a hand-written grad_accumulation) listed the step time moving
+    # x9.7 and nothing saying that B's step trains 8x the tokens: the row that says it
+    # seed-1b-adam: data 1 x micro-batch 1 x grad_accumulation 1 x seq_len 2,048 (no
+    # max_positions: the default length) = 2,048 tokens a step; grad_accumulation 3: 6,144
+    code, out, err = cli(
+        "compare", SEED, "--set", "training.grad_accumulation=3", "--format", "json"
+    )
+    assert code == 0, err
+    moved = {r["path"]: r for r in json.loads(out)["outputs"]}
+    row = moved["step.tokens_per_step"]
+    assert (row["a"], row["b"], row["delta"], row["ratio"]) == (2048, 6144, 4096, 3.0)
+    paths = [r["path"] for r in json.loads(out)["outputs"]]
+    assert paths[:2] == ["step.time_s", "step.tokens_per_step"]  # beside the time it is for
+    code, out, err = cli("compare", SEED, "--set", "training.grad_accumulation=3")
+    assert code == 0, err
+    line = next(x for x in out.splitlines() if x.startswith("step.tokens_per_step "))
+    assert line.split()[1:] == ["2,048", "tokens", "6,144", "tokens", "+4,096", "tokens", "x3.000"]
