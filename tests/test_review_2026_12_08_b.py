@@ -31,3 +31,28 @@ def test_compare_says_how_many_tokens_each_step_is_for(cli):
     assert code == 0, err
     line = next(x for x in out.splitlines() if x.startswith("step.tokens_per_step "))
     assert line.split()[1:] == ["2,048", "tokens", "6,144", "tokens", "+4,096", "tokens", "x3.000"]
+
+
+def test_a_tensor_size_the_heads_refuse_says_which_sizes_they_take(cli, tmp_path):
+    # review (b) #2: "kv_heads (2) and the tensor-parallel size (3) must divide one another"
+    # said the rule and not what to write; the sizes both rules allow, worked by hand for
+    # Qwen2.5-1.5B (12 heads, 2 kv_heads): the divisors of 12 are 1, 2, 3, 4, 6, 12; of those
+    # 1 and 2 divide 2, and 4, 6 and 12 are multiples of 2; 3 is neither
+    path = tmp_path / "q.yaml"
+    path.write_text(
+        "name: q\nmodel: {preset: qwen2.5-1.5b}\nparallel: {tensor: 3}\n"
+        "hardware: {preset: dgx-h100}\n"
+    )
+    code, out, err = cli("validate", path)
+    assert code == 2 and out == ""
+    assert err.strip() == (
+        f"{path}: parallel.tensor: kv_heads (2) and the tensor-parallel size (3) must divide "
+        "one another (expected a size dividing the heads (12) that divides the kv_heads (2) or "
+        "is a multiple of them: 1, 2, 4, 6, 12) (line 3) [E-LAYOUT]"
+    )
+    # and interleaving without a pipeline says what to give
+    code, _, err = cli("validate", path, "--set", "parallel.tensor=2")
+    assert code == 0, err
+    code, _, err = cli("validate", path, "--set", "parallel.virtual_pipeline=2")
+    assert code == 2
+    assert "interleaving needs pipeline > 1 (expected parallel.pipeline of 2 or more" in err
