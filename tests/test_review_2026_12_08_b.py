@@ -56,3 +56,14 @@ def test_a_tensor_size_the_heads_refuse_says_which_sizes_they_take(cli, tmp_path
     code, _, err = cli("validate", path, "--set", "parallel.virtual_pipeline=2")
     assert code == 2
     assert "interleaving needs pipeline > 1 (expected parallel.pipeline of 2 or more" in err
+
+
+def test_a_link_from_a_tier_to_itself_says_what_it_expects(cli):
+    # review (b) #3: "joins a tier to itself" named neither the tier nor what to give
+    code, _, err = cli("validate", SEED, "--set", "hardware.links.pcie.between=[hbm, hbm]")
+    assert code == 2
+    assert err.strip() == (
+        f"{SEED}: hardware.links.pcie.between: joins a tier to itself (hbm; expected two "
+        "tiers, e.g. [hbm, dram]) (from --set hardware.links.pcie.between=[hbm, hbm]) "
+        "[E-CONFLICT]"
+    )

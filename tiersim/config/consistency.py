@@ -47,9 +47,10 @@ def _tier_problems(s: Scenario) -> list[Problem]:
         for i, tier in enumerate(link.between):
             check(f"hardware.links.{name}.between.{i}", tier)
         if link.between[0] == link.between[1]:
-            problems.append(
-                Problem(f"hardware.links.{name}.between", "joins a tier to itself", "E-CONFLICT")
+            why = (
+                f"joins a tier to itself ({link.between[0]}; expected two tiers, e.g. [hbm, dram])"
             )
+            problems.append(Problem(f"hardware.links.{name}.between", why, "E-CONFLICT"))
     if s.checkpoint.target == s.hardware.gpu.memory:  # wrong whether simulated now or not
         what = (
             f"'{s.checkpoint.target}' is the GPU's own memory, lost with the failure a "
