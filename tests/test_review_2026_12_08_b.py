@@ -67,3 +67,43 @@ def test_a_link_from_a_tier_to_itself_says_what_it_expects(cli):
         "tiers, e.g. [hbm, dram]) (from --set hardware.links.pcie.between=[hbm, hbm]) "
         "[E-CONFLICT]"
     )
+
+
+FSDP2 = """name: f
+model: {preset: llama-3-8b}
+training:
+  framework: fsdp
+  implementation: torchtitan
+  precision: {weights: bf16, gradients: bf16, master: fp32, optimizer: fp32}
+parallel: {data: 8, zero_stage: 3}
+hardware: {preset: dgx-h100}
+"""
+
+
+def test_a_master_copy_beside_fsdp2s_shards_is_noted(cli, tmp_path):
+    # review (b) #4: Llama 3 8B under FSDP2 written with DeepSpeed's and Megatron's precision
+    # (bf16 weights, an fp32 master) ran in silence: FSDP2 keeps one sharded copy, which the
+    # optimizer steps (torch 2.13 _fully_shard), so such a file counts a bf16 shard, an fp32
+    # master and bf16 gradient shards that torchtitan (fp32 shards and gradients, bf16
+    # compute) does not have
+    path = tmp_path / "f.yaml"
+    path.write_text(FSDP2)
+    code, _, err = cli("validate", path)
+    assert code == 0
+    assert err == (
+        f"note: {path}: training.precision.master: fp32 beside weights bf16 under "
+        "training.framework: fsdp: FSDP2 keeps one sharded copy of each parameter, which the "
+        "optimizer steps, and no master beside it; counted as written (the shards in bf16, "
+        "the master in fp32, the gradient shards in bf16, reduced in bf16); expected FSDP2's "
+        "mixed precision as torchtitan runs it, training.precision: {weights: fp32, "
+        "gradients: fp32, master: none, compute: bf16} (Accelerate's reduces in bf16: "
+        'gradients: bf16; docs/fsdp2-memory.md, "Mixed precision") (line 6) '
+        "[W-FRAMEWORK-LIMIT]\n"
+    )
+    # FSDP2's own mixed precision, and the same mix under DeepSpeed (whose master it is): none
+    titan = "{weights: fp32, gradients: fp32, master: none, optimizer: fp32, compute: bf16}"
+    assert cli("validate", path, "--set", f"training.precision={titan}")[2] == ""
+    deepspeed = cli("validate", path, "--set", "training.framework=deepspeed")
+    assert deepspeed[0] == 0 and "training.precision.master" not in deepspeed[2]
+    shipped = ROOT / "scenarios" / "fsdp2-cpu-offload-llama2-7b.yaml"  # master: none
+    assert "W-FRAMEWORK-LIMIT" not in cli("validate", shipped)[2]
