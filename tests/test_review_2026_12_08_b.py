@@ -107,3 +107,40 @@ def test_a_master_copy_beside_fsdp2s_shards_is_noted(cli, tmp_path):
     assert deepspeed[0] == 0 and "training.precision.master" not in deepspeed[2]
     shipped = ROOT / "scenarios" / "fsdp2-cpu-offload-llama2-7b.yaml"  # master: none
     assert "W-FRAMEWORK-LIMIT" not in cli("validate", shipped)[2]
+
+
+def test_break_even_without_a_budget_says_there_is_nothing_to_hold(cli):
+    # review (b) #5: `wear --break-even` with no budget.<tier> printed the wear table (and
+    # HBF's ranges) and no break-even line, and nothing said why; as `--check` does, a note
+    code, out, err = cli("wear", SEED, "--break-even")
+    assert code == 0 and "Break-even for" not in out
+    assert err == (
+        f"note: {SEED}: budget: --break-even has no budget to break even against: no tier "
+        "that wears has a write budget (budget.<tier>: lifetime, drive_writes_per_day or "
+        "total_bytes_written), so only HBF's lifetime across its unpublished figures follows "
+        "(expected a budget, e.g. --set budget.hbf.lifetime='5 years') [W-NO-EFFECT]\n"
+    )
+    code, out, err = cli("wear", SEED, "--break-even", "--set", "budget.hbf.lifetime=5 years")
+    assert code == 0 and "Break-even for hbf" in out and "W-NO-EFFECT" not in err
+
+
+def test_break_even_plot_without_hbf_is_refused_before_any_simulation(cli, tmp_path):
+    # review (b) #6: `wear --break-even --plot` on a machine without HBF ran the wear (and,
+    # with a budget, about 30 break-even simulations) and only then refused the plot; its
+    # help promises the refusal before anything is simulated. A scenario whose simulation
+    # cannot run (exit 3: a 100M-token sequence holds no layer in 80 GB) tells the order: the
+    # refusal (exit 2) comes first, where before the simulation's exit 3 did
+    path = tmp_path / "h.yaml"
+    path.write_text(
+        "name: h\nmodel: {preset: llama-3-8b}\ntraining: {seq_len: 100000000}\n"
+        "hardware: {preset: dgx-h100}\nbudget: {nvme: {lifetime: 5 years}}\n"
+    )
+    assert cli("wear", path)[0] == 3
+    code, out, err = cli("wear", path, "--break-even", "--plot", tmp_path / "r.png")
+    assert (code, out) == (2, "")
+    assert err.endswith(
+        f"--plot: {tmp_path / 'r.png'}: no hbf tier with endurance to draw: the picture is "
+        "HBF's lifetime across its unpublished figures (expected a machine with one, e.g. "
+        "hardware.preset: h200-hbf, or no --plot) [E-OPTION]\n"
+    )
+    assert not (tmp_path / "r.png").exists()
