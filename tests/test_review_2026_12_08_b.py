@@ -144,3 +144,22 @@ def test_break_even_plot_without_hbf_is_refused_before_any_simulation(cli, tmp_p
         "hardware.preset: h200-hbf, or no --plot) [E-OPTION]\n"
     )
     assert not (tmp_path / "r.png").exists()
+
+
+def test_a_target_of_years_is_said_in_years_too(cli, tmp_path):
+    # review (b) #7: Llama 3 70B on 8 GPUs toward 15 T tokens: "15 T tokens take 57,220,459
+    # steps, 38,098.4 days", a figure a planner reads as 104 years only with a calculator
+    sets = ("--set", "training.total_tokens=1.5e13")
+    code, out, err = cli("run", SEED, *sets, "--format", "json", "--out", tmp_path / "j")
+    assert code == 0, err
+    days = json.loads(out)["target"]["days_for_total"]
+    years = days / 365  # tiersim's year is 365 days (docs/scenarios.md)
+    assert years > 1
+    code, out, err = cli("run", SEED, *sets, "--out", tmp_path / "t")
+    assert code == 0, err
+    line = next(x for x in out.splitlines() if x.startswith("Target: "))
+    assert line.endswith(f", {days:,.1f} days ({years:,.1f} years).")
+    # under a year, days alone: 1e9 tokens at this step's rate take well under one
+    code, out, err = cli("run", SEED, "--set", "training.total_tokens=1e9", "--out", tmp_path / "u")
+    line = next(x for x in out.splitlines() if x.startswith("Target: "))
+    assert line.endswith(" days.") and "years" not in line
