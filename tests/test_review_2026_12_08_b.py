@@ -8,6 +8,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
 SEED = ROOT / "scenarios" / "seed-1b-adam.yaml"
 
@@ -163,3 +165,34 @@ def test_a_target_of_years_is_said_in_years_too(cli, tmp_path):
     code, out, err = cli("run", SEED, "--set", "training.total_tokens=1e9", "--out", tmp_path / "u")
     line = next(x for x in out.splitlines() if x.startswith("Target: "))
     assert line.endswith(" days.") and "years" not in line
+
+
+def test_the_ranges_picture_keeps_each_write_bandwidths_line_in_sight():
+    # review (b) #8: on Llama 3 70B the three write bandwidths' lifetimes lie within 8 % of
+    # each other; drawn alike (one marker, one width), the last drew over the preset's own
+    # 50 GB/s line. Each now has its own marker, each narrower than the one drawn before it
+    pytest.importorskip("matplotlib")
+    from tiersim.report.ranges_plot import ranges_figure
+
+    cases = [
+        {
+            "write_bandwidth": bw,
+            "pe_cycles": pe,
+            "step_s": step,
+            "lifetime_days": pe / 40.0,  # any lifetime: the picture's drawing is checked
+            "span_lifetime_days": pe / 1500.0,
+            "span_bytes": 105_840_000_000,
+        }
+        for bw, step in ((25e9, 59.6), (50e9, 57.5), (200e9, 55.9))
+        for pe in (1_000, 3_000, 100_000)
+    ]
+    fig = ranges_figure({"tier": "hbf", "cases": cases}, 5 * 365.0)
+    lines = [ln for ln in fig.axes[0].get_lines() if ln.get_label().startswith("write ")]
+    assert len(lines) == 6  # whole device and span, for each of three bandwidths
+    by_bandwidth = [lines[i : i + 2] for i in (0, 2, 4)]
+    markers = [pair[0].get_marker() for pair in by_bandwidth]
+    widths = [pair[0].get_linewidth() for pair in by_bandwidth]
+    sizes = [pair[0].get_markersize() for pair in by_bandwidth]
+    assert len(set(markers)) == 3
+    assert widths == sorted(widths, reverse=True) and len(set(widths)) == 3
+    assert sizes == sorted(sizes, reverse=True) and len(set(sizes)) == 3
