@@ -196,3 +196,28 @@ def test_the_ranges_picture_keeps_each_write_bandwidths_line_in_sight():
     assert len(set(markers)) == 3
     assert widths == sorted(widths, reverse=True) and len(set(widths)) == 3
     assert sizes == sorted(sizes, reverse=True) and len(set(sizes)) == 3
+
+
+def test_a_default_taken_is_not_blamed_on_another_key_set_beside_it(cli, tmp_path):
+    # review (b) #9: GPT-2 written by its dimensions, its biases given by --set: the note that
+    # position and norm were left out said "(from --set model.qkv_bias=true, ...)", where the
+    # file's model section (line 2) left them out
+    path = tmp_path / "g.yaml"
+    path.write_text(
+        "name: g\nmodel: {layers: 12, hidden: 768, heads: 12, ffn_hidden: 3072, vocab: 50257, "
+        "max_positions: 1024, tied_embeddings: true}\nhardware: {preset: dgx-h100}\n"
+    )
+    code, _, err = cli("validate", path, "--set", "model.qkv_bias=true")
+    assert code == 0
+    (note,) = [x for x in err.splitlines() if "[W-DEFAULT]" in x]
+    assert note.startswith(f"note: {path}: model: position and norm not given: took")
+    assert note.endswith("(line 2) [W-DEFAULT]")
+    # a --set that replaces the whole model section is what left them out: said so
+    code, _, err = cli(
+        "validate",
+        path,
+        "--set",
+        "model={layers: 2, hidden: 64, heads: 2, ffn_hidden: 256, vocab: 100, max_positions: 64}",
+    )
+    (note,) = [x for x in err.splitlines() if "[W-DEFAULT]" in x]
+    assert "(from --set model={layers: 2," in note
