@@ -50,11 +50,9 @@ def _fsdp2_master_notes(s: Scenario) -> list[Problem]:
     reduce-scatter are in the 16-bit weights' dtype where torchtitan's default reduces in fp32
     (`mixed_precision_reduce`): a checkpoint, a gradient shard and the collective's bytes that
     the scenario the user means would not have, said rather than refused (a custom optimizer
-    may keep such a master). Only where the scenario writes a precision: the default is left to
-    docs/scenarios.md."""
+    may keep such a master). Written or the schema's default alike: a results folder's
+    scenario.yaml writes every value, and its rerun must say what the first run said."""
     p = s.training.precision
-    # where `precision` is written: a user who writes DeepSpeed's bf16 + fp32 mix means it; the
-    # schema's default, left as it is, is the documented default of every framework
     if s.training.framework != "fsdp" or p.master == "none":
         return []
     why = (
