@@ -278,7 +278,7 @@ def test_the_runs_measuring_a_step_until_its_steps_settle_are_bounded(monkeypatc
     assert [w["code"] for w in report["sim"]["warnings"]] == ["W-STEP-UNSETTLED"]
     line = simulated_line(report, None)
     assert "The steps had not settled" in line and line.endswith("[W-STEP-UNSETTLED].")
-    assert "step not settled: the steps had not settled" in text.step_tables(report)
+    assert "step not settled: the runs measuring the steps after" in text.step_tables(report)
 
 
 def test_at_the_bound_the_first_two_steps_that_alternate_are_reported():

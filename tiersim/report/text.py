@@ -16,7 +16,7 @@ from tiersim.report.inventory_text import inventory_tables as inventory_tables  
 from tiersim.report.memory import timeline_text, timeline_warning
 from tiersim.report.network_text import PRICED_NOTE, network_notes, priced_outside_flows
 from tiersim.report.offload_text import offload_line, tiling_line
-from tiersim.report.sim_text import UNSETTLED_WORDS, simulated_line
+from tiersim.report.sim_text import UNSETTLED, simulated_line
 from tiersim.report.table import render
 from tiersim.report.target import target_line
 
@@ -178,7 +178,11 @@ def _head_warnings(report: dict[str, Any]) -> list[str]:
             "simulated is reported"
         )
     if report.get("sim", {}).get("settled") is False:  # engine.settling: the runs' bound
-        out.append(f"step not settled: {UNSETTLED_WORDS[0].lower()}{UNSETTLED_WORDS[1:]}")
+        out.append(
+            "step not settled: the runs measuring the steps after the measured one reached "
+            "their bound still changing, so the step reported is not known to be the steady "
+            f"state's (sim.measured_steps_why) [{UNSETTLED}]"
+        )
     if report.get("sim", {}).get("steady_state") == "full (no repetition found)":
         out.append(
             f"steady state: the step was not seen to repeat micro-batch to micro-batch, so all "
