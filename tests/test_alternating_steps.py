@@ -277,8 +277,9 @@ def test_the_runs_measuring_a_step_until_its_steps_settle_are_bounded(monkeypatc
     assert report["sim"]["settled"] is False
     assert [w["code"] for w in report["sim"]["warnings"]] == ["W-STEP-UNSETTLED"]
     line = simulated_line(report, None)
-    assert "The steps had not settled" in line and line.endswith("[W-STEP-UNSETTLED].")
-    assert "step not settled: the runs measuring the steps after" in text.step_tables(report)
+    assert "The step reported is not known to be the steady state's" in line
+    assert line.endswith("[W-STEP-UNSETTLED].")
+    assert "step not settled: the steps after the measured one" in text.step_tables(report)
 
 
 def test_at_the_bound_the_first_two_steps_that_alternate_are_reported():
@@ -335,6 +336,30 @@ def test_an_alternation_that_settles_into_a_cycle_after_step_7_is_reported_at_it
         "10 runs one step longer each to 14, steps 11 and 12 reported: their lengths "
         "alternate, their mean, each run's last step trailing)"
     )
+
+
+def test_a_step_whose_next_step_cannot_be_run_is_said_unchecked():
+    # The ZeRO-Infinity fixture: 4 layers in one stage, a unit a layer and the head, 4
+    # micro-batches: the run as configured (3 steps) is 3 x 4 x 5 = 60 layer passes, with
+    # the step after the measured one compared 80. Step 1's parts fill it (no other sign):
+    # at a limit of 79 no step after it is compared, and the report, which gave step 1
+    # silently, says that its steps were not seen to settle; at 80 step 2 is compared, the
+    # two differ, and no longer run fits: step 2 reported, said not settled either
+    def report(limit: int) -> dict:
+        over = {"simulation": {"max_layer_passes": limit}}
+        return api.run(api.build(merge(_raw(ZERO_INFINITY), over))).report
+
+    e = _step_ends(_raw(ZERO_INFINITY), 4)  # step 2 with step 3 beside it
+    short, room = report(79), report(80)
+    assert short["step"]["time_s"] == pytest.approx(e[1] - e[0], rel=1e-12)  # step 1
+    assert short["sim"]["steps_simulated"] == 3 and short["sim"]["settled"] is False
+    assert short["sim"]["warnings"][0]["code"] == "W-STEP-UNSETTLED"
+    assert short["sim"]["measured_steps_why"].startswith(
+        "step 1 is reported without the step after it compared"
+    )
+    assert room["sim"]["steps_simulated"] == 4 and room["sim"]["settled"] is False
+    assert room["step"]["time_s"] == pytest.approx(e[2] - e[1], rel=1e-12)  # step 2
+    assert "no longer run within simulation.max_layer_passes" in room["sim"]["measured_steps_why"]
 
 
 def test_a_checkpointed_run_reports_the_settled_step(monkeypatch):

@@ -72,5 +72,5 @@ def test_the_steps_compared_are_said_as_simulated():
 def test_a_step_reported_unsettled_says_so_with_its_code():
     sim = {"steady_state": "full", "steps_simulated": 17, "settled": False}
     line = simulated_line(_report(**sim, steps_simulated_what="..."), None)
-    assert line.startswith("Simulated 17 steps (...): 748 events. The steps had not settled")
+    assert line.startswith("Simulated 17 steps (...): 748 events. The step reported is not")
     assert line.endswith("(sim.measured_steps_why) [W-STEP-UNSETTLED].")

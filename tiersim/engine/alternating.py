@@ -209,9 +209,12 @@ def compared_run(
 
 def compared_words(res: Resolved, r: StepResult, steps: int, measured: int) -> StepResult:
     """`r` (step `measured` of a run of `steps`, no sign fired) with the words on what was
-    simulated where the run held the step after it, compared with it."""
-    if not settling.overlaps(res) or steps - measured < 3:
+    simulated where the run held the step after it, compared with it; where the update
+    overlaps the next step and it did not (over simulation.max_layer_passes), said unchecked."""
+    if not settling.overlaps(res):
         return r
+    if steps - measured < 3:  # no step after it to compare: not seen to settle, and said so
+        return replaced(r, settled=False, measured_steps_why=settling.unchecked(measured))
     return settling.said(r, steps, measured, 0, (measured,))
 
 

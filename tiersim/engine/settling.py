@@ -58,6 +58,14 @@ def since(length_s: float, measured: int, after_s: float | None) -> str:
     return f"{start} and the step after it ({after_s * 1e3:.6g} ms) differ in length"
 
 
+def unchecked(measured: int) -> str:
+    """The report's words where no step after the measured one could be run to compare."""
+    return (
+        f"step {measured} is reported without the step after it compared: a run one step "
+        "longer is over simulation.max_layer_passes, so its steps were not seen to settle"
+    )
+
+
 def why(a: float, b: float, measured: int) -> str:
     """The report's words where two steps alternate: which, how long each, what is reported."""
     return (

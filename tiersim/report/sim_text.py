@@ -13,8 +13,8 @@ from tiersim.engine.settling import UNSETTLED
 
 # what a step reported before its steps settled is (engine.settling: the runs' bound)
 UNSETTLED_WORDS = (
-    "The steps had not settled when the runs measuring them reached their bound: the step "
-    "reported is not known to be the steady state's (sim.measured_steps_why)"
+    "The step reported is not known to be the steady state's: its steps were not seen to "
+    "settle within the runs' bound or simulation.max_layer_passes (sim.measured_steps_why)"
 )
 
 

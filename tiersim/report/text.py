@@ -179,9 +179,9 @@ def _head_warnings(report: dict[str, Any]) -> list[str]:
         )
     if report.get("sim", {}).get("settled") is False:  # engine.settling: the runs' bound
         out.append(
-            "step not settled: the runs measuring the steps after the measured one reached "
-            "their bound still changing, so the step reported is not known to be the steady "
-            f"state's (sim.measured_steps_why) [{UNSETTLED}]"
+            "step not settled: the steps after the measured one were not seen to settle "
+            "within the runs' bound or simulation.max_layer_passes, so the step reported is "
+            f"not known to be the steady state's (sim.measured_steps_why) [{UNSETTLED}]"
         )
     if report.get("sim", {}).get("steady_state") == "full (no repetition found)":
         out.append(
