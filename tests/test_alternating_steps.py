@@ -190,6 +190,7 @@ def test_the_longer_run_keeps_within_max_layer_passes():
     assert one["sim"]["warnings"][0]["code"] == "W-STEP-UNSETTLED"
     why = one["sim"]["measured_steps_why"]
     assert "up to step 1, no longer run within simulation.max_layer_passes" in why
+    assert "no step after it compared (simulation.max_layer_passes)" in simulated_line(one, None)
     assert two["sim"]["measured_steps"] == 2 and "settled" not in two["sim"]
     assert one["step"]["time_s"] < two["step"]["time_s"]
 
@@ -356,6 +357,10 @@ def test_a_step_whose_next_step_cannot_be_run_is_said_unchecked():
     assert short["sim"]["warnings"][0]["code"] == "W-STEP-UNSETTLED"
     assert short["sim"]["measured_steps_why"].startswith(
         "step 1 is reported without the step after it compared"
+    )
+    assert simulated_line(short, None).startswith(
+        "Simulated 3 steps (1 warm-up step, step 1 measured, no step after it compared "
+        "(simulation.max_layer_passes), the run's last step trailing): "
     )
     assert room["sim"]["steps_simulated"] == 4 and room["sim"]["settled"] is False
     assert room["step"]["time_s"] == pytest.approx(e[2] - e[1], rel=1e-12)  # step 2

@@ -214,7 +214,7 @@ def compared_words(res: Resolved, r: StepResult, steps: int, measured: int) -> S
     if not settling.overlaps(res):
         return r
     if steps - measured < 3:  # no step after it to compare: not seen to settle, and said so
-        return replaced(r, settled=False, measured_steps_why=settling.unchecked(measured))
+        r = replaced(r, settled=False, measured_steps_why=settling.unchecked(measured))
     return settling.said(r, steps, measured, 0, (measured,))
 
 

@@ -118,9 +118,16 @@ def simulated(steps: int, measured: int, runs: int, reported: tuple[int, ...]) -
     """What the runs simulated, for the report's sim line (`sim.steps_simulated_what`):
     the run as configured (`steps`, step `measured` after its warm-up) and the step after the
     measured one compared with it, then `runs` runs one step longer each, and the step or two
-    steps (`reported`) whose figures the report gives."""
+    steps (`reported`) whose figures the report gives. A run of `steps` with no runs more
+    and no step between the measured one and its last holds none to compare (a run one step
+    longer over simulation.max_layer_passes): said so."""
     warm = f"{measured} warm-up step{'s' if measured != 1 else ''}"
-    head = f"{warm}, step {measured} measured, step {measured + 1} compared with it"
+    compared = (
+        f"step {measured + 1} compared with it"
+        if runs or steps - measured >= 3
+        else "no step after it compared (simulation.max_layer_passes)"
+    )
+    head = f"{warm}, step {measured} measured, {compared}"
     if runs:
         head += f", then {runs} run{'s' if runs != 1 else ''} one step longer each to {steps}"
     if len(reported) > 1:
