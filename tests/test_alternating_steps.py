@@ -367,6 +367,24 @@ def test_a_step_whose_next_step_cannot_be_run_is_said_unchecked():
     assert "no longer run within simulation.max_layer_passes" in room["sim"]["measured_steps_why"]
 
 
+def test_the_bound_counts_each_queue_a_step_hands_the_next():
+    # engine.settling: 5 runs, and 2 for each of the update's step of lag, each pipeline
+    # stage, each unit fetched ahead (as the run cut it) and each DeepSpeed swap buffer
+    cases = [
+        # ZeRO-Infinity: delayed, 1 stage, depth 0 (DeepSpeed's window), 2 buffers
+        ({}, 5 + 2 * (1 + 1 + 0 + 2)),
+        ({"training": {"offload": {"buffer_count": 4}}}, 5 + 2 * (1 + 1 + 0 + 4)),
+        ({"training": {"optimizer_step": "synchronous"}}, 5 + 2 * (0 + 1 + 0 + 2)),
+    ]
+    for over, runs in cases:
+        res, setup = _setup(merge(_raw(ZERO_INFINITY), over))
+        assert setup.depth == 0
+        assert settling.settle_runs(res, setup) == runs
+    # FSDP over 2 stages, the pipelined update, depth 1 as the run cut it, no swap buffers
+    res, setup = _setup(_raw())
+    assert setup.depth == 1 and settling.settle_runs(res, setup) == 5 + 2 * (1 + 2 + 1 + 0)
+
+
 def test_a_checkpointed_run_reports_the_settled_step(monkeypatch):
     # The ZeRO-Infinity fixture with an async checkpoint to NVMe every 2 steps: the
     # checkpointed run as configured holds no step after the measured one (its runs are
