@@ -13,7 +13,9 @@ after it: the update that overlaps the next step (a step of lag), the pipeline's
 step to pass each, and an alternation's two halves settle one after the other, so the steps
 are compared up to two steps a queue past the least bound (`SETTLE_RUNS`). Where they have
 still not settled at the bound the report says so (`settled` False: `sim.settled`,
-`sim.warnings` W-STEP-UNSETTLED and `tiersim run`'s warning and sim line), never silently.
+`sim.warnings` W-STEP-UNSETTLED and `tiersim run`'s warning and sim line), never silently:
+the count says what can carry a disturbance across a step boundary, not how long one takes
+to decay.
 """
 
 from __future__ import annotations
