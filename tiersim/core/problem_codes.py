@@ -97,12 +97,6 @@ CODES: dict[str, str] = {
 }
 
 
-def described(code: str) -> str:
-    """What `code` means; KeyError for a code not in the table (a bug: every problem's code
-    is one of these)."""
-    return CODES[code]
-
-
 def reference_page() -> str:
     """docs/problem-codes.md: every code with what it means."""
     lines = [

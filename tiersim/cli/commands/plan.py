@@ -138,16 +138,9 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_ABORTED
     report = planned.report
     if args.break_even and report["hbf_optimizer"] is not None:
-        from tiersim.cli.commands.wear import BREAK_EVEN_SIMULATIONS
-        from tiersim.cli.counting import Counted
         from tiersim.plan.breakeven import hbf_break_even_text
 
-        counted = Counted(None, "break-even", BREAK_EVEN_SIMULATIONS)
-        try:  # its ~30 simulations counted on standard error, as `wear --break-even`'s
-            section = planned.break_even(counted.wrap)
-        finally:
-            counted.close()
-        report["hbf_optimizer"]["break_even"] = section
+        section = report["hbf_optimizer"]["break_even"] = _break_even(planned)
         if args.format != "json":
             print(plan_text(report) + "\n\n" + hbf_break_even_text(section))
             return 0
@@ -155,6 +148,19 @@ def run(args: argparse.Namespace) -> int:
     if args.emit:
         emit_best(args, report)
     return 0
+
+
+def _break_even(planned) -> dict | None:
+    """The plan's HBF break-even section, its ~30 simulations counted on standard error, as
+    `wear --break-even`'s are."""
+    from tiersim.cli.commands.wear import BREAK_EVEN_SIMULATIONS
+    from tiersim.cli.counting import Counted
+
+    counted = Counted(None, "break-even", BREAK_EVEN_SIMULATIONS)
+    try:
+        return planned.break_even(counted.wrap)
+    finally:
+        counted.close()
 
 
 def _one_price(loaded) -> None:
