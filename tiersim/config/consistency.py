@@ -11,6 +11,7 @@ from tiersim.config.deepspeed import (
 )
 from tiersim.config.distributed_optimizer import distributed_optimizer_problems
 from tiersim.config.expert_overlap_checks import expert_overlap_problems
+from tiersim.config.family_checks import family_problems
 from tiersim.config.fields import plain_fields
 from tiersim.config.kernel_checks import compile_problems, fp8_problems, sustained_problems
 from tiersim.config.kv_head_split import kv_head_problems
@@ -378,6 +379,7 @@ def consistency_problems(s: Scenario) -> list[Problem]:
         + compile_problems(s)
         + _model_problems(s)
         + _implementation_problems(s)
+        + family_problems(s)
         + loss_chunk_problems(s)
         + _kernel_problems(s)
         + _position_problems(s)
