@@ -1,24 +1,32 @@
-"""What an async checkpoint's run would cost if only what the copy touches were simulated
-(issue 36): the measurements behind docs/speed.md's eighteenth round.
+"""What an async checkpoint's copy costs to work out, measured apart from the steps after it
+(issue 36): the closed form today's path takes, against the simulations it replaced.
 
     PYTHONPATH=$PWD .venv/bin/python benchmarks/bench_checkpoint_apart.py [--repeat N] [FILE...]
 
-For default.yaml, or each scenario given (an async checkpoint measured apart from a resumed
-run: tiersim.engine.checkpoint_apart), one point is simulated and, from it, kept: the plain
-run of the longest sample (its ops' starts and ends) and the checkpoint run resumed from it
-(tiersim.engine.resume), the full simulation every figure is read from. Printed:
-- which plain ops the copy moves (start or end not equal, to the bit, in the two runs), by
-  kind, and by how much;
-- the resumed checkpoint run's CPU time (least of N points);
-- `copy alone`: the checkpoint's ops run alone in the engine, each plain op one of them waits
-  for standing as a timer that ends at its end in the plain run, no plain flow on the links;
-- `copy and what it moves`: the same, with the plain ops the copy moves simulated beside it
-  (every other plain op such a timer);
-- each of those two again in a lean fluid simulation (benchmarks/lean_part_run.py: the
-  network's arithmetic without the engine's events and records);
-each with its CPU time (least of N) and the largest relative difference of its simulated
-ops' starts and ends from the full simulation's. None is a measurement the point makes:
-they bound what such a path could cost, beside the run it would replace.
+For default.yaml, or each scenario given, one point is simulated and, where its async
+checkpoint is measured apart (tiersim.engine.checkpoint_apart.measure_apart), what that
+measurement reads is kept: the plain run of the longest sample (its ops, their starts and
+ends, the schedule it ran) and the checkpoint run's schedule (the plain ops, then the
+copy's). Then, each timed on its own (CPU time, least of N):
+- `closed form`: the copy worked out beside the plain run (tiersim.engine.closed_copy, the
+  path `measure_apart` takes where `copy_queues` allows), or the reason it is refused;
+- `from time 0`: the checkpoint run simulated in full (its fallback where the closed form
+  fails on the run's times), the reference every other row's op times are compared with;
+- `resumed`: the checkpoint run resumed from the plain run watched for where it first differs
+  (tiersim.engine.resume: the fallback where `may_close` refuses, and the path before the
+  closed form; docs/speed.md's eighteenth round), with what the watch adds to the plain run;
+- `copy alone` and `copy and what it moves`: the checkpoint's ops simulated alone (each plain
+  op one of them waits for a timer ending at its plain end, no plain flow on the links), then
+  with the plain ops the copy moves beside them, in the engine and in a lean fluid simulation
+  (benchmarks/lean_part_run.py): the eighteenth round's bounds on simulating only the copy.
+Printed first: which plain ops the copy moves (start or end not equal, to the bit, in the
+full run and the plain one), by kind, and by how much. Each row gives the largest relative
+difference of its ops' starts and ends from the full simulation's.
+
+A scenario whose checkpoint is not measured apart (a blocking one, one simulated over the
+steps after it: a step simulated in full, as hbf-optimizer-state.yaml's of 8 micro-batches,
+or on each of three samples; or none) is named, with its step's `steady_state`, and nothing
+is timed.
 """
 
 from __future__ import annotations
@@ -35,66 +43,98 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def kept_runs(path: Path, repeat: int) -> tuple:
-    """Simulate the point `repeat` times: the last call's resolved scenario, setup, plain
-    run (ops, log) and checkpoint run (schedule, log), and the least CPU time of the
-    resumed checkpoint run."""
-    import tiersim.engine.checkpoint_apart as apart
-    import tiersim.engine.resume as resume
+def kept_runs(path: Path) -> dict:
+    """Simulate the point once, keeping what `measure_apart` reads (res, setup, the plain run)
+    and the plain run's schedule (as `may_close` is handed it); `measured`: whether the
+    checkpoint was measured apart (None: `measure_apart` was not called)."""
     import tiersim.engine.simulate as simulate
     from tiersim.config.load import load_scenario
 
     scenario = load_scenario(path, []).scenario
-    kept: dict = {"resumed": math.inf}
-    original_measure, original_starts = apart.measure_apart, simulate.steady.period_starts
-    original_go_on = resume.go_on
+    kept: dict = {"measured": None}
+    original_measure, original_close = simulate.measure_apart, simulate.may_close
 
     def measure(res, setup, plain, run):
-        kept.update(res=res, setup=setup, plain_ops=run.ops)
-        return original_measure(res, setup, plain, run)
-
-    def period_starts(res, stage, schedule, log, measured):
-        kept["plain_log"] = log
-        return original_starts(res, stage, schedule, log, measured)
-
-    def go_on(engine):
-        started = time.process_time()
-        out = original_go_on(engine)
-        kept["resumed"] = min(kept["resumed"], time.process_time() - started)
-        kept["checkpoint"] = (out[0].schedule, out[1])
+        out = original_measure(res, setup, plain, run)
+        kept.update(res=res, setup=setup, run=run, measured=out is not None)
         return out
 
-    simulate.measure_apart, simulate.steady.period_starts = measure, period_starts
-    resume.go_on = go_on
+    def may_close(res, topo, plain, longer):
+        kept["plain_schedule"] = plain
+        return original_close(res, topo, plain, longer)
+
+    simulate.measure_apart, simulate.may_close = measure, may_close
     try:
-        for _ in range(repeat):
-            simulate.simulate(scenario)
+        result = simulate.simulate(scenario)
+        kept.update(steady_state=result.steady_state, checkpoint=result.checkpoint is not None)
     finally:
-        simulate.measure_apart, simulate.steady.period_starts = original_measure, original_starts
-        resume.go_on = original_go_on
+        simulate.measure_apart, simulate.may_close = original_measure, original_close
     return kept
 
 
-def reduced_run(kept: dict, simulated: list[int]) -> tuple[float, list, object]:
+def least(repeat: int, call) -> tuple[float, object]:
+    """The least CPU seconds of `repeat` calls of `call()`, and the last call's result."""
+    best, out = math.inf, None
+    for _ in range(repeat):
+        started = time.process_time()
+        out = call()
+        best = min(best, time.process_time() - started)
+    return best, out
+
+
+def timed_runs(kept: dict, repeat: int) -> dict:
+    """The closed form, the run from time 0 and the resumed run, each timed; their logs."""
+    from tiersim.engine.checkpoint_apart import CHECKPOINT_RUN
+    from tiersim.engine.closed_copy import closed_copy
+    from tiersim.engine.core import run_engine
+    from tiersim.engine.resume import Watch, go_on
+
+    res, setup, run = kept["res"], kept["setup"], kept["run"]
+    schedule = run.runs.planned(*CHECKPOINT_RUN)
+    out: dict = {"schedule": schedule}
+    args = (res, setup, schedule, run, run.runs.closed)
+    out["closed_s"], out["closed"] = least(repeat, lambda: closed_copy(*args))
+    engine_args = (res, setup.topo, schedule, setup.baseline)
+    out["full_s"], (_, out["full"], _) = least(repeat, lambda: run_engine(*engine_args))
+    plain = kept.get("plain_schedule")
+    if plain is None or Watch.of(plain, schedule) is None:
+        return out  # (no watch: a copy whose run cannot be resumed from the plain one)
+    plain_args = (res, setup.topo, plain, setup.baseline)
+    out["plain_s"], _ = least(repeat, lambda: run_engine(*plain_args))
+    watched, resumed = math.inf, math.inf
+    for _ in range(repeat):
+        watch = Watch.of(plain, schedule)
+        started = time.process_time()
+        watch.run(res, setup.topo, setup.baseline)
+        middle = time.process_time()
+        if watch.resumed is None:
+            return out  # the plain run's state could not be moved over (resume._transplant)
+        _, log, _ = go_on(watch.resumed)
+        ended = time.process_time()
+        watched, resumed = min(watched, middle - started), min(resumed, ended - middle)
+    out.update(watched_s=watched, resumed_s=resumed, resumed=log)
+    return out
+
+
+def reduced_run(kept: dict, runs: dict, simulated: list[int]) -> tuple[float, list, object]:
     """The checkpoint run's ops `simulated` (indices into its schedule) run alone in the
     engine, every other op one of them waits for a timer ending at its plain-run end: CPU
-    seconds (the run's, not its schedule's), the simulated ops' indices in that order, and
-    the run's log."""
+    seconds (the run's, not its schedule's), the simulated ops' indices in that run, and
+    its log."""
     from tiersim.engine.core import run_engine
 
-    reduced, at = reduced_schedule(kept, simulated)
-    res, setup = kept["res"], kept["setup"]
+    reduced, at = reduced_schedule(kept, runs["schedule"], simulated)
+    setup = kept["setup"]
     started = time.process_time()
-    _, log, _ = run_engine(res, setup.topo, reduced, setup.baseline)
+    _, log, _ = run_engine(kept["res"], setup.topo, reduced, setup.baseline)
     return time.process_time() - started, at, log
 
 
-def reduced_schedule(kept: dict, simulated: list[int]) -> tuple:
+def reduced_schedule(kept: dict, schedule, simulated: list[int]) -> tuple:
     """`reduced_run`'s schedule and where each simulated op is in it."""
     from tiersim.engine.ops import Op, OpKind, Role, Schedule
 
-    schedule, _ = kept["checkpoint"]
-    plain_end = kept["plain_log"].end
+    plain_end = kept["run"].ends
     inside = set(simulated)
     waited = sorted({d for i in simulated for d in schedule.ops[i].deps if d not in inside})
     index = {d: k for k, d in enumerate(waited)}
@@ -107,25 +147,23 @@ def reduced_schedule(kept: dict, simulated: list[int]) -> tuple:
     return reduced, [index[i] for i in simulated]
 
 
-def lean_run(kept: dict, simulated: list[int]) -> tuple[float, list, object]:
+def lean_run(kept: dict, runs: dict, simulated: list[int]) -> tuple[float, list, object]:
     """`reduced_run` in the lean simulation (benchmarks/lean_part_run.py): CPU seconds (its
-    move plans worked out first, as the engine has them from the plain run), the simulated
-    ops' indices, a log of their starts and ends by index."""
+    move plans worked out first, untimed, as the engine has them from the plain run), the
+    simulated ops' indices, a log of their starts and ends by index."""
     from lean_part_run import plans_of, run_part
 
-    schedule, _ = kept["checkpoint"]
-    res, setup = kept["res"], kept["setup"]
+    schedule, res, setup = runs["schedule"], kept["res"], kept["setup"]
     capacity = {**setup.topo.capacities, **schedule.net_capacity}
     plans = plans_of(schedule.ops, setup.topo, res.execution.simulation, capacity)
     started = time.process_time()
-    log = run_part(schedule.ops, sorted(simulated), kept["plain_log"].end, plans, capacity)
+    log = run_part(schedule.ops, sorted(simulated), kept["run"].ends, plans, capacity)
     return time.process_time() - started, simulated, log
 
 
-def largest_difference(kept: dict, simulated: list[int], at: list[int], log) -> float:
-    """The largest relative difference of the simulated ops' starts and ends from the full
-    checkpoint run's."""
-    _, full = kept["checkpoint"]
+def largest_difference(full, simulated: list[int], at: list[int], log) -> float:
+    """The largest relative difference of the simulated ops' starts and ends (in `log`, at
+    `at`) from the full simulation's (`full`)."""
     worst = 0.0
     for i, k in zip(simulated, at, strict=True):
         for mine, theirs in ((log.start[k], full.start[i]), (log.end[k], full.end[i])):
@@ -134,33 +172,61 @@ def largest_difference(kept: dict, simulated: list[int], at: list[int], log) -> 
 
 
 def report(path: Path, repeat: int) -> None:
-    kept = kept_runs(path, repeat)
-    if "checkpoint" not in kept:
-        print(f"{path.name}: no async checkpoint measured apart from a resumed run", flush=True)
+    kept = kept_runs(path)
+    if kept["measured"] is None:  # (a checkpoint measured with the steps after it, or none)
+        how = "measured with the steps after it" if kept["checkpoint"] else "none"
+        print(
+            f"{path.name}: no checkpoint measured apart (measure_apart not called; the "
+            f"checkpoint {how}, the step's steady_state {kept['steady_state']!r}): nothing timed"
+        )
         return
-    schedule, full = kept["checkpoint"]
-    plain, n = kept["plain_log"], len(kept["plain_ops"])
-    moved = [i for i in range(n) if (full.start[i], full.end[i]) != (plain.start[i], plain.end[i])]
+    runs = timed_runs(kept, repeat)
+    schedule, full, run = runs["schedule"], runs["full"], kept["run"]
+    n, every = len(run.ops), list(range(len(runs["schedule"].ops)))
+    moved = [i for i in range(n) if (full.start[i], full.end[i]) != (run.starts[i], run.ends[i])]
     ops = [schedule.ops[i] for i in moved]
     kinds = Counter(f"{op.kind.label} {op.src}->{op.dst}".strip(" ->") for op in ops)
-    shift = max((abs(full.end[i] - plain.end[i]) for i in moved), default=0.0)
+    shift = max((abs(full.end[i] - run.ends[i]) for i in moved), default=0.0)
+    apart = "measured apart" if kept["measured"] else "measure_apart refused it (None)"
     print(
-        f"{path.name}: {n} plain ops, {len(schedule.ops) - n} of the checkpoint; the copy moves "
-        f"{len(moved)} plain ops ({dict(kinds)}), the most by {shift:.6g} s",
+        f"{path.name} ({apart}): {n} plain ops, {len(schedule.ops) - n} of the checkpoint; "
+        f"the copy moves {len(moved)} plain ops ({dict(kinds)}), the most by {shift:.6g} s",
         flush=True,
     )
-    print(f"  resumed checkpoint run (the full simulation): {1e3 * kept['resumed']:.2f} ms CPU")
+    ms = 1e3
+    closed = runs["closed"]
+    if isinstance(closed, str):
+        print(f"  closed form: refused ({closed}), {ms * runs['closed_s']:.2f} ms CPU to say so")
+    else:
+        worst = largest_difference(full, every, every, closed.log)
+        print(
+            f"  closed form (today's path): {ms * runs['closed_s']:.2f} ms CPU; every op's "
+            f"times from the full simulation's: largest relative difference {worst:.3g}"
+        )
+    print(
+        f"  from time 0 (the full simulation, {len(every)} ops): {ms * runs['full_s']:.2f} ms CPU"
+    )
+    if "resumed" in runs:
+        worst = largest_difference(full, every, every, runs["resumed"])
+        print(
+            f"  resumed from the watched plain run: {ms * runs['resumed_s']:.2f} ms CPU, the "
+            f"watch {ms * (runs['watched_s'] - runs['plain_s']):+.2f} ms over the plain run's "
+            f"{ms * runs['plain_s']:.2f}; its ops' times from the full simulation's: largest "
+            f"relative difference {worst:.3g}"
+        )
+    else:
+        print("  resumed: the plain run cannot be watched for this checkpoint run (resume.Watch)")
     copy = list(range(n, len(schedule.ops)))
     for name, simulated in (("copy alone", copy), ("copy and what it moves", moved + copy)):
-        for how, run in (("engine", reduced_run), ("lean", lean_run)):
-            best = math.inf
+        for how, part in (("engine", reduced_run), ("lean", lean_run)):
+            cpu = math.inf
             for _ in range(repeat):
-                cpu, at, log = run(kept, simulated)
-                best = min(best, cpu)
-            worst = largest_difference(kept, simulated, at, log)
+                took, at, log = part(kept, runs, simulated)
+                cpu = min(cpu, took)
+            worst = largest_difference(full, simulated, at, log)
             print(
-                f"  {name} ({how}): {len(simulated)} ops simulated, {1e3 * best:.2f} ms CPU; "
-                "its ops' times from the full simulation's: largest relative difference "
+                f"  {name} ({how}): {len(simulated)} ops simulated, {ms * cpu:.2f} ms CPU; "
+                f"its ops' times from the full simulation's: largest relative difference "
                 f"{worst:.3g}",
                 flush=True,
             )

@@ -21,7 +21,7 @@ import math
 from dataclasses import dataclass
 
 from tiersim.engine.flows import TIE
-from tiersim.engine.flowwalks import EPS_BYTES
+from tiersim.engine.flowwalks import soonest_change, split_landed
 from tiersim.engine.ops import Op, OpKind
 from tiersim.engine.rates import max_min_rates
 
@@ -207,24 +207,7 @@ class _Part:
         self.wake_at, self.wake_for = _INF, None
         last = self.last if now > self.last else now
         self.last = now
-        done, left, begun = [], [], False
-        for f in self.flows:  # flowwalks.split_landed's walk
-            rate = f.rate
-            if rate:
-                since = f.begin if f.begin > last else last
-                if now > since:
-                    f.remaining -= rate * (now - since)
-            if f.latent:
-                if f.begin <= now or f is which:
-                    f.latent = False
-                    if f.begin > now:
-                        f.begin = now
-                    begun = True
-                left.append(f)
-            elif f.begin <= now and (f.remaining <= EPS_BYTES + 1e-12 * f.bytes or rate == _INF):
-                done.append(f)
-            else:
-                left.append(f)
+        done, left, begun = split_landed(self.flows, now, which, last)
         if not done and not begun and which is not None:
             done = [which]
             left = [f for f in self.flows if f is not which]
@@ -266,20 +249,7 @@ class _Part:
         self.plan_wake(now)
 
     def plan_wake(self, now: float) -> None:
-        soonest, which = _INF, None
-        for f in self.flows:  # flowwalks.soonest_change's walk
-            rate = f.rate
-            if rate > 0:
-                left = f.remaining / rate
-                if f.begin > now:
-                    left += f.begin - now
-            elif f.latent:
-                left = f.begin - now
-            else:
-                continue
-            if left < soonest:
-                soonest, which = left, f
-        self._planned_at(now, soonest, which)
+        self._planned_at(now, *soonest_change(self.flows, now))
 
     def _planned_at(self, now: float, soonest: float, which: _Flow | None) -> None:
         self.planned = (now, len(self.flows), soonest, which)

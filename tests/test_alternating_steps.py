@@ -13,8 +13,9 @@ from wide_checks import parts_add_up
 
 from tiersim import api, runner
 from tiersim.config.load import build
-from tiersim.engine import alternating, simulate
+from tiersim.engine import settling, simulate
 from tiersim.engine.runs import Runs
+from tiersim.report import text
 from tiersim.report.sim_text import simulated_line
 from tiersim.state.inventory import build_inventory
 from tiersim.state.resolved import resolve
@@ -72,7 +73,11 @@ def test_steps_that_alternate_are_measured_over_two():
     assert report["step"]["time_s"] > first * 1.002
     assert report["sim"]["measured_steps"] == 2 and report["sim"]["steps_simulated"] == 4
     assert "steps 1 and 2 alternate" in report["sim"]["measured_steps_why"]
-    assert "2 measured: their lengths alternate" in simulated_line(report, None)
+    assert simulated_line(report, None) == (
+        "Simulated 4 steps (1 warm-up step, step 1 measured, step 2 compared with it, steps 1 "
+        "and 2 reported: their lengths alternate, their mean, the run's last step trailing): "
+        "810 events."
+    )
     assert parts_add_up(report) == []  # (h): not so over step 1 alone
     # the trace draws step 1 (the run of three steps) and says what the report gives
     other = runner.simulate(_scenario(raw), record=True).trace["otherData"]
@@ -174,14 +179,19 @@ def test_a_sample_whose_steps_alternate_is_not_extrapolated():
 def test_the_longer_run_keeps_within_max_layer_passes():
     # 4 layers over 2 stages and the head: 3 units, 4 micro-batches: the run of 3 steps
     # simulates 36 layer passes, the one step longer 48; at a limit of 47 the step stays
-    # measured over one (as before), at 48 over two
+    # measured over one, its parts not filling it, and the report says that its steps were
+    # not seen to settle (before, silently); at 48 over two
     def report(limit: int) -> dict:
         over = {"simulation": {"max_layer_passes": limit}}
         return api.run(api.build(merge(_raw(), over))).report
 
     one, two = report(47), report(48)
-    assert "measured_steps" not in one["sim"] and one["sim"]["steps_simulated"] == 3
-    assert two["sim"]["measured_steps"] == 2
+    assert one["sim"]["steps_simulated"] == 3 and one["sim"]["settled"] is False
+    assert one["sim"]["warnings"][0]["code"] == "W-STEP-UNSETTLED"
+    why = one["sim"]["measured_steps_why"]
+    assert "up to step 1, no longer run within simulation.max_layer_passes" in why
+    assert "no step after it compared (simulation.max_layer_passes)" in simulated_line(one, None)
+    assert two["sim"]["measured_steps"] == 2 and "settled" not in two["sim"]
     assert one["step"]["time_s"] < two["step"]["time_s"]
 
 
@@ -211,10 +221,14 @@ def test_a_step_is_measured_once_its_steps_settle():
     assert report["step"] == settled["step"]  # every figure of the step, step 6's
     assert report["checkpoint"] == settled["checkpoint"]  # measured after step 6 too
     assert parts_add_up(report) == []
-    assert report["sim"]["measured_steps"] == 1 and report["sim"]["steps_simulated"] == 8
+    # the run with 6 warm-up steps (8 steps) and, the checkpoint's run holding no step after
+    # the measured one, a plain run a step longer comparing steps 6 and 7: 9
+    assert report["sim"]["measured_steps"] == 1 and report["sim"]["steps_simulated"] == 9
     why = report["sim"]["measured_steps_why"]
     assert "step 6 is the first after it whose parts fill it, as the step before's do" in why
-    assert "a later step measured" in simulated_line(report, None)
+    line = simulated_line(report, None)
+    assert "then 4 runs one step longer each to 8, step 6 reported" in line
+    assert "then with 6 warm-up steps, its checkpoint after step 6" in line
     # the trace draws step 1 (the run as configured) and says what the report gives
     other = runner.simulate(_scenario(raw), record=True).trace["otherData"]
     assert other["measured_step"] == 1 and other["reported_step_s"] == report["step"]["time_s"]
@@ -228,7 +242,7 @@ def test_at_the_bound_a_last_step_whose_parts_fill_it_is_reported(monkeypatch):
     # two that alternate (steps 3 and 4, 283.194 us, whose parts do not fill them)
     raw = {k: v for k, v in _raw(SETTLING).items() if k != "checkpoint"}
     e = _step_ends(raw, 7)
-    monkeypatch.setattr(alternating, "SETTLE_RUNS", 3)
+    monkeypatch.setattr(settling, "settle_runs", lambda res, setup: 3)
     report = api.run(api.build(raw)).report
     assert report["step"]["time_s"] == pytest.approx(e[5] - e[4], rel=1e-12)
     assert report["sim"]["steps_simulated"] == 7 and parts_add_up(report) == []
@@ -237,13 +251,13 @@ def test_at_the_bound_a_last_step_whose_parts_fill_it_is_reported(monkeypatch):
 
 
 def test_the_runs_measuring_a_step_until_its_steps_settle_are_bounded(monkeypatch):
-    # at most alternating.SETTLE_RUNS runs a step longer each: at 1, the run as configured
+    # at most settling.settle_runs runs a step longer each: at 1, the run as configured
     # (4 steps: without its checkpoint it holds the step after the measured one) and the run
     # of 5 measure steps 1 to 3, alike and short of their parts: step 3
     # reported (the last measured), the report saying the bound was reached
     raw = {k: v for k, v in _raw(SETTLING).items() if k != "checkpoint"}
     e = _step_ends(raw, 5)
-    monkeypatch.setattr(alternating, "SETTLE_RUNS", 1)
+    monkeypatch.setattr(settling, "settle_runs", lambda res, setup: 1)
     asked: list[int] = []
     plain = Runs.__call__
 
@@ -260,19 +274,141 @@ def test_the_runs_measuring_a_step_until_its_steps_settle_are_bounded(monkeypatc
         "the last of 1 run one step longer each (the bound)" in report["sim"]["measured_steps_why"]
     )
     assert parts_add_up(report) != []  # not settled within the bound: (h) still broken
+    # and said so: the report's flag and code, the sim line, the text's warnings
+    assert report["sim"]["settled"] is False
+    assert [w["code"] for w in report["sim"]["warnings"]] == ["W-STEP-UNSETTLED"]
+    line = simulated_line(report, None)
+    assert "The step reported is not known to be the steady state's" in line
+    assert line.endswith("[W-STEP-UNSETTLED].")
+    assert "step not settled: the steps after the measured one" in text.step_tables(report)
 
 
 def test_at_the_bound_the_first_two_steps_that_alternate_are_reported():
     # Without `recompute_modules` the fixture's steps alternate, decaying, and each step's
     # parts are the next step's length: no step's parts, nor two's, fill them within the
-    # bound (5 runs more, to step 7). The first two that alternate are reported, their mean
-    # as before: steps 1 and 2 over both, (e2 - e0) / 2, 8.4903 ms, from the step ends of
-    # a run recorded op by op
+    # bound. The bound (engine.settling): 5 runs and two for each queue a step hands the
+    # next: the pipelined update's step of lag, 2 pipeline stages, the prefetch depth the
+    # run kept (sim.prefetch_depth, 1) and no swap buffers (FSDP, not DeepSpeed):
+    # 5 + 2 x (1 + 2 + 1 + 0) = 13 runs after the run as configured (4 steps), to 17 steps,
+    # step 15 the last measured. The first two that alternate are reported, their mean as
+    # before: steps 1 and 2 over both, (e2 - e0) / 2, 8.4903 ms, from the step ends of a run
+    # recorded op by op, and the report says the steps had not settled
     raw = _raw()
     del raw["training"]["recompute_modules"]
     e = _step_ends(raw, 4)
     report = api.run(api.build(raw)).report
+    assert report["sim"]["prefetch_depth"] == 1
     assert report["step"]["time_s"] == pytest.approx((e[2] - e[0]) / 2, rel=1e-12)
     why = report["sim"]["measured_steps_why"]
     assert report["sim"]["measured_steps"] == 2 and why.startswith("steps 1 and 2 alternate")
-    assert "up to step 7, the last of 5 runs one step longer each (the bound)" in why
+    assert "up to step 15, the last of 13 runs one step longer each (the bound)" in why
+    assert report["sim"]["steps_simulated"] == 17 and report["sim"]["settled"] is False
+    assert report["sim"]["warnings"][0]["code"] == "W-STEP-UNSETTLED"
+
+
+def test_an_alternation_that_settles_into_a_cycle_after_step_7_is_reported_at_its_period():
+    # ZeRO-Infinity at `sub_group_size: 150000` (the fixture's header): an alternation that
+    # decays until step 9, then steps of 5.262385 and 5.524012 ms for good. At the old bound
+    # (5 runs, to step 7) step 7 was reported, 5.263312 ms, 2.4 % under the period, the words
+    # saying only that the bound was reached. The bound now (engine.settling): 5 runs and two
+    # for each queue a step hands the next: the delayed update's step of lag, 1 pipeline
+    # stage, no unit fetched ahead (sim.prefetch_depth 0: DeepSpeed's window) and DeepSpeed's
+    # 2 swap buffers (training.offload.buffer_count): 5 + 2 x (1 + 1 + 0 + 2) = 13 runs. The
+    # steady state worked out here from one run of 16 recorded op by op: from step 9 each
+    # step as long as the one two before it, and step 7 not as step 9
+    raw = merge(_raw(ZERO_INFINITY), {"training": {"offload": {"sub_group_size": 150000}}})
+    e = _step_ends(raw, 16)
+    s = [e[k + 1] - e[k] for k in range(15)]  # s[k]: step k + 1
+    assert all(s[k] == pytest.approx(s[k + 2], rel=1e-12) for k in range(8, 13))
+    assert abs(s[6] - s[8]) > 1e-4 * s[8]  # step 7 against step 9: not yet settled
+    assert abs(s[8] - s[9]) > 0.04 * s[8]  # steps 9 and 10 alternate, 5.0 % apart
+    period = (s[8] + s[9]) / 2  # 5.393198 ms
+    report = api.run(api.build(raw)).report
+    assert report["step"]["time_s"] == pytest.approx(period, rel=1e-12)
+    assert report["step"]["time_s"] > s[6] * 1.02  # step 7, reported before: 2.4 % under
+    assert report["sim"]["measured_steps"] == 2 and "settled" not in report["sim"]
+    assert report["sim"]["prefetch_depth"] == 0
+    why = report["sim"]["measured_steps_why"]
+    assert why.endswith("as steps 9 and 10 do: a cycle of two steps, at its period")
+    assert report["sim"]["steps_simulated"] == 14  # 10 of the 13 runs: steps 11 and 12 mean
+    assert parts_add_up(report) == []
+    assert simulated_line(report, None).startswith(
+        "Simulated 14 steps (1 warm-up step, step 1 measured, step 2 compared with it, then "
+        "10 runs one step longer each to 14, steps 11 and 12 reported: their lengths "
+        "alternate, their mean, each run's last step trailing)"
+    )
+
+
+def test_a_step_whose_next_step_cannot_be_run_is_said_unchecked():
+    # The ZeRO-Infinity fixture: 4 layers in one stage, a unit a layer and the head, 4
+    # micro-batches: the run as configured (3 steps) is 3 x 4 x 5 = 60 layer passes, with
+    # the step after the measured one compared 80. Step 1's parts fill it (no other sign):
+    # at a limit of 79 no step after it is compared, and the report, which gave step 1
+    # silently, says that its steps were not seen to settle; at 80 step 2 is compared, the
+    # two differ, and no longer run fits: step 2 reported, said not settled either
+    def report(limit: int) -> dict:
+        over = {"simulation": {"max_layer_passes": limit}}
+        return api.run(api.build(merge(_raw(ZERO_INFINITY), over))).report
+
+    e = _step_ends(_raw(ZERO_INFINITY), 4)  # step 2 with step 3 beside it
+    short, room = report(79), report(80)
+    assert short["step"]["time_s"] == pytest.approx(e[1] - e[0], rel=1e-12)  # step 1
+    assert short["sim"]["steps_simulated"] == 3 and short["sim"]["settled"] is False
+    assert short["sim"]["warnings"][0]["code"] == "W-STEP-UNSETTLED"
+    assert short["sim"]["measured_steps_why"].startswith(
+        "step 1 is reported without the step after it compared"
+    )
+    assert simulated_line(short, None).startswith(
+        "Simulated 3 steps (1 warm-up step, step 1 measured, no step after it compared "
+        "(simulation.max_layer_passes), the run's last step trailing): "
+    )
+    assert room["sim"]["steps_simulated"] == 4 and room["sim"]["settled"] is False
+    assert room["step"]["time_s"] == pytest.approx(e[2] - e[1], rel=1e-12)  # step 2
+    assert "no longer run within simulation.max_layer_passes" in room["sim"]["measured_steps_why"]
+
+
+def test_the_bound_counts_each_queue_a_step_hands_the_next():
+    # engine.settling: 5 runs, and 2 for each of the update's step of lag, each pipeline
+    # stage, each unit fetched ahead (as the run cut it) and each DeepSpeed swap buffer
+    cases = [
+        # ZeRO-Infinity: delayed, 1 stage, depth 0 (DeepSpeed's window), 2 buffers
+        ({}, 5 + 2 * (1 + 1 + 0 + 2)),
+        ({"training": {"offload": {"buffer_count": 4}}}, 5 + 2 * (1 + 1 + 0 + 4)),
+        ({"training": {"optimizer_step": "synchronous"}}, 5 + 2 * (0 + 1 + 0 + 2)),
+    ]
+    for over, runs in cases:
+        res, setup = _setup(merge(_raw(ZERO_INFINITY), over))
+        assert setup.depth == 0
+        assert settling.settle_runs(res, setup) == runs
+    # FSDP over 2 stages, the pipelined update, depth 1 as the run cut it, no swap buffers
+    res, setup = _setup(_raw())
+    assert setup.depth == 1 and settling.settle_runs(res, setup) == 5 + 2 * (1 + 2 + 1 + 0)
+
+
+def test_a_checkpointed_run_reports_the_settled_step(monkeypatch):
+    # The ZeRO-Infinity fixture with an async checkpoint to NVMe every 2 steps: the
+    # checkpointed run as configured holds no step after the measured one (its runs are
+    # measured against the plain run's end), and the step reported was step 1 (5.292775 ms),
+    # 1.7 % under the settled step. Now a plain run one step longer holds step 2, the two
+    # differ and the steps are measured on as without the checkpoint: step 7 reported
+    # (5.382727 ms, from a run of 10 recorded op by op: steps 6 to 8 as long), and the
+    # checkpoint measured after it, as the same run with 7 warm-up steps measures it (there
+    # steps 7 and 8 alike: nothing more)
+    ck = {"checkpoint": {"every_steps": 2, "target": "nvme", "mode": "async"}}
+    raw = merge(_raw(ZERO_INFINITY), ck)
+    e = _step_ends(_raw(ZERO_INFINITY), 10)
+    s = [e[k + 1] - e[k] for k in range(9)]
+    assert s[5] == pytest.approx(s[6], rel=1e-12) and s[7] == pytest.approx(s[6], rel=1e-12)
+    assert abs(s[0] - s[1]) > 0.025 * s[0]
+    report = api.run(api.build(raw)).report
+    assert report["step"]["time_s"] == pytest.approx(s[6], rel=1e-12)
+    assert report["step"]["time_s"] > s[0] * 1.015
+    settled = api.run(api.build(merge(raw, {"simulation": {"warmup_steps": 7}}))).report
+    assert "measured_steps" not in settled["sim"]
+    assert report["step"] == settled["step"] and report["checkpoint"] == settled["checkpoint"]
+    why = report["sim"]["measured_steps_why"]
+    assert "step 7 is the first after it whose parts fill it" in why
+    assert "settled" not in report["sim"] and parts_add_up(report) == []
+    what = report["sim"]["steps_simulated_what"]
+    assert "step 2 compared with it (from a plain run a step longer than the checkpoint's)" in what
+    assert what.endswith("then with 7 warm-up steps, its checkpoint after step 7")

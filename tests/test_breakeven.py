@@ -187,6 +187,61 @@ def test_plan_break_even_for_the_hbf_plan(cli, write):
     assert len(be["ranges"]["cases"]) == 9
 
 
+# `plan --break-even --emit`: the best plan is written in text as in JSON (text once returned
+# after the break-even block, before the emit: nothing written, nothing said).
+EMIT_PLAN = """name: emitbe
+model: {parameters: 1000000000, layers: 24}
+training: {framework: deepspeed, micro_batch_size: 2, grad_accumulation: 4}
+parallel: {data: 8, zero_stage: 2}
+placement: {optimizer: hbf, master: dram}
+hardware: {preset: h200-hbf}
+budget: {hbf: {lifetime: 1 day}}
+plan: {placement.optimizer: [hbf, dram]}
+"""
+
+
+@pytest.mark.parametrize("fmt", ["table", "json"])
+def test_plan_break_even_emits_the_best_plan_in_either_format(cli, write, tmp_path, fmt):
+    out = tmp_path / "ds.json"
+    code, stdout, err = cli("plan", write(EMIT_PLAN), "--break-even", "--emit", "deepspeed",
+                            "--emit-out", out, "--format", fmt, "--workers", "1")  # fmt: skip
+    assert code == 0, err  # docs/cli-reference.md, plan: "exit codes: 0 done"
+    assert f"emitted (deepspeed): {out}" in err
+    if fmt == "table":  # the break-even block is still there, beside the emit
+        assert "For that HBF plan (placement.optimizer=hbf):" in stdout
+    else:
+        assert json.loads(stdout)["hbf_optimizer"]["break_even"]["overrides"] == [
+            "placement.optimizer=hbf"
+        ]
+    ds = json.loads(out.read_text())
+    # by hand from EMIT_PLAN (the plan varies only where the optimizer lives, which DeepSpeed's
+    # file cannot say beside master weights in DRAM): 2 a micro-batch x 4 accumulated x 8 data
+    # ranks = 64 samples a step; ZeRO stage 2; the schema's defaults: bf16 weights, AdamW
+    assert ds["train_batch_size"] == 2 * 4 * 8
+    assert ds["train_micro_batch_size_per_gpu"] == 2
+    assert ds["gradient_accumulation_steps"] == 4
+    assert ds["zero_optimization"]["stage"] == 2
+    assert ds["bf16"] == {"enabled": True}
+    assert ds["optimizer"]["type"] == "AdamW"
+
+
+@pytest.mark.parametrize("fmt", ["table", "json"])
+def test_plan_break_even_says_nothing_was_emitted_in_either_format(cli, write, tmp_path, fmt):
+    # test_plan_break_even_for_the_hbf_plan's scenario: master weights on HBF for 5 years wear
+    # it out whichever way the optimizer goes, so no plan fits (its break-even still runs)
+    out = tmp_path / "ds.json"
+    path = write({**raw(), "plan": {"placement.optimizer": ["hbf", "dram"]}})
+    code, stdout, err = cli("plan", path, "--break-even", "--emit", "deepspeed",
+                            "--emit-out", out, "--format", fmt, "--workers", "1")  # fmt: skip
+    assert code == 0, err
+    assert "tiersim plan: --emit deepspeed: no plan fits, nothing written" in err
+    assert "emitted" not in err and not out.exists()
+    if fmt == "table":
+        assert "No plan fits every tier and holds every wear budget." in stdout
+    else:
+        assert json.loads(stdout)["plans"] == []
+
+
 def test_text_bounds_round_up_as_the_verdict_does():
     # least capacity 332.0339 TB: a ">=" bound pasted back must hold, so 332.04 TB as the
     # verdict's remedy says (fmt_bytes rounds to nearest: 332.03 TB, short of the bound)

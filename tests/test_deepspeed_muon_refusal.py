@@ -60,7 +60,10 @@ def test_muon_at_deepspeeds_default_reduce_scatter_is_refused(cli, path, stage, 
 )
 def test_nothing_said_outside_deepspeed_zero_muon(cli, path, sets):
     err = _validate(cli, path, *sets)
-    assert CODE not in err and "reduce_scatter" not in err
+    # under FSDP2 the file's fp32 master beside 16-bit weights has a note of its own (review
+    # 2026-12-08 b, config/optimizer_notes.py), not about Muon
+    others = [x for x in err.splitlines() if "training.precision.master" not in x]
+    assert CODE not in "\n".join(others) and "reduce_scatter" not in err
 
 
 def test_with_reduce_scatter_false_notes_only_what_deepspeed_runs_otherwise(cli):

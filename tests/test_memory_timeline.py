@@ -412,12 +412,13 @@ def test_transformers_fused_experts_are_gathered_whole_under_zero3():
     r, inv, _ = timeline(raw)
     gathered = {e.key: e.nbytes for e in build_events(r, inv, 0) if e.part == "gathered weights"}
     assert gathered["zero3 forward: layer 0"] == 2 * 4 * 3 * 64 * 128
-    # Megatron-DeepSpeed: the experts apart (64 x 128 each), the layer's largest module its
-    # query_key_value, [q + 2kv, h] = [64 + 2 x 64, 64] (megatron/model/transformer.py)
+    # Megatron-DeepSpeed: the experts apart, each a copy of ParallelMLP whose dense_h_to_4h
+    # holds gate and up as one [2f, h] = [2 x 128, 64] (16,384 values; moeheld), the layer's
+    # largest module: above its query_key_value, [q + 2kv, h] = [64 + 2 x 64, 64] = 12,288
     raw["training"]["implementation"] = "megatron"
     r, inv, _ = timeline(raw)
     gathered = {e.key: e.nbytes for e in build_events(r, inv, 0) if e.part == "gathered weights"}
-    assert gathered["zero3 forward: layer 0"] == 2 * (64 + 2 * 64) * 64 == 24_576
+    assert gathered["zero3 forward: layer 0"] == 2 * (2 * 128) * 64 == 32_768
 
 
 # --- FP8 weight copies (training.fp8) -----------------------------------------------------------

@@ -24,7 +24,7 @@ ONE = 2 * 32 * 64 * 2 * 7 // 8  # 7,168 B
 
 def _split(recompute: str) -> dict:
     """4 MoE layers (none dense, so every layer is alike and split), ZeRO-3 under DeepSpeed
-    with a prefetch bucket of 1 parameter: each matrix fetched on its own, 6 parts a layer."""
+    with a prefetch bucket of 1 parameter: each matrix fetched on its own, 5 parts a layer."""
     return small(
         model={"first_dense_layers": 0},
         parallel={"data": 8, "expert": 8, "zero_stage": 3},
@@ -53,13 +53,15 @@ def test_a_split_moe_layer_carries_its_all_to_alls_once():
     units = build_workload(resolve(scenario(_split("none")))).units
     layer = [u for u in units if u.name.startswith("L1.")]
     # Megatron-DeepSpeed's query_key_value [3 x 64, 64] = 12,288 and dense 64 x 64, the
-    # router (8 x 64), the GPU's 1 of 8 experts' three 64 x 32 matrices, the layer's two
-    # norms (64 each, listed last) joined to the last
-    assert [u.params for u in layer] == [12_288, 4_096, 512, 2_048, 2_048, 2_176]
+    # router (8 x 64), the GPU's 1 of 8 experts (a ParallelMLP: dense_h_to_4h [2 x 32, 64] =
+    # 4,096 under swiglu, dense_4h_to_h [64, 32] = 2,048; moeheld: gate and up were two
+    # parts of 2,048, 6 parts a layer), the layer's two norms (64 each, listed last) joined
+    # to the last
+    assert [u.params for u in layer] == [12_288, 4_096, 512, 4_096, 2_176]
     # forward: dispatch + combine after the layer's last part; backward: their gradients
     # after its first part's backward (the last the backward reaches), as tensor parallelism's
-    assert [u.ep_forward is not None for u in layer] == [False] * 5 + [True]
-    assert [u.ep_backward is not None for u in layer] == [True] + [False] * 5
+    assert [u.ep_forward is not None for u in layer] == [False] * 4 + [True]
+    assert [u.ep_backward is not None for u in layer] == [True] + [False] * 4
     assert layer[-1].ep_forward.nbytes == 2 * ONE == 14_336
     assert layer[0].ep_backward.nbytes == 2 * ONE == 14_336
 

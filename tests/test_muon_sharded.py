@@ -67,6 +67,38 @@ def test_a_wide_gram_matrix_peaks_at_a_times_a_by_hand():
     assert ns.temporary_bytes(2, "cpu", "aten") == 393_216
 
 
+def test_without_amx_each_matmul_holds_onednns_scratchpad_not_a_packed_copy_by_hand():
+    """On AVX-512 BF16 cores without AMX ("onednn-avx512") oneDNN copies one 64-column block of
+    the second operand and keeps an fp32 accumulator (state/onednn_brgemm.py): S(M, K, N) =
+    1,024 + 2 x 64 x K + 4 x M x min(N, 64), held inside each matmul beside its moment's
+    tensors. 512 x 128 on 2 ranks, bf16 (U = X = 65,536, R = 32,768): B·X, [128, 128] x
+    [128, 256], S = 1,024 + 16,384 + 32,768 = 50,176, U + 2X + 3R + S = 294,912 + 50,176 =
+    345,088 (A·A: U + X + 4R + S = 262,144 + 50,176 = 312,320; X Xᵀ, K = 256: U + X + 3R +
+    66,560 = 295,936); measured 345,088. On 4 ranks (U = X = R = 32,768, every product 128³)
+    B·X and A·A alike, 196,608 + 50,176 = 246,784; measured 246,788. Counting a packed copy
+    (the AMX figure) gave 360,448 (+4.5 %) and 229,376 (-7.1 %)."""
+    assert ShardedNewtonSchulz(512, 128, 2).temporary_bytes(2, "cpu", "onednn-avx512") == 345_088
+    assert ShardedNewtonSchulz(512, 128, 4).temporary_bytes(2, "cpu", "onednn-avx512") == 246_784
+    # the GPU's and the other routes' sets are not touched
+    assert ShardedNewtonSchulz(512, 128, 2).temporary_bytes(2, "cpu", "onednn") == 360_448
+    assert ShardedNewtonSchulz(512, 128, 2).temporary_bytes(2, "cuda", "onednn-avx512") == 294_912
+
+
+def test_without_amx_a_small_gathered_matrix_peaks_in_x_times_x_transposed_by_hand():
+    """32 x 256 (gathered) on 2 ranks, bf16: U = X = 2 x 16 x 256 = 8,192, g = 2 x 16 x 32 =
+    1,024, G = 16,384. X Xᵀ on X gathered and concatenated, [16, 256] x [256, 32]: S = 1,024 +
+    2 x 64 x 256 + 4 x 16 x 32 = 35,840, beside U + X + 3g (the last iteration's Gram rows and
+    A + A·A, this one's Gram rows) + G = 16,384 + 3,072 + 16,384 = 35,840: 71,680. The
+    no-matmul moment U + 2X + 2g + 2G = 59,392 is below it; measured 71,680. One rank,
+    256 x 1024 fp32 (U = 1,048,576, X = 524,288, R = 131,072): B·X, S(256, 256, 1024) =
+    1,024 + 32,768 + 65,536 = 99,328, U + 2X + 2R + S = 2,458,624; measured 2,458,624."""
+    ns = ShardedNewtonSchulz(32, 256, 2)
+    assert ns.temporary_bytes(2, "cpu", "onednn-avx512") == 16_384 + 3_072 + 16_384 + 35_840
+    assert ns.temporary_bytes(2, "cpu", "onednn-avx512") == 71_680
+    one = ShardedNewtonSchulz(256, 1024, 1)
+    assert one.temporary_bytes(4, "cpu", "onednn-avx512") == 2_359_296 + 99_328 == 2_458_624
+
+
 # a layer whose queries are wider than the hidden size (heads x head_dim = 192 > 128, as Qwen3's
 # and Gemma's are): every orientation in one layer
 WIDE_Q = {"hidden": 128, "heads": 4, "kv_heads": 2, "head_dim": 48, "ffn_hidden": 384}
@@ -196,8 +228,9 @@ def _as_measured(collectives, world: int) -> list:
 
 
 def _route() -> str:
-    """This CPU's route for a bf16 GEMM (groundtruth/cpu_gemm_scratchpad.py): "onednn", whose
-    GEMMs pack their second operand, or "aten", whose pack nothing."""
+    """This CPU's route for a bf16 GEMM (groundtruth/cpu_gemm_scratchpad.py): "onednn" (AMX),
+    whose GEMMs pack their second operand, "onednn-avx512", whose hold a scratchpad of one
+    block, or "aten", whose pack nothing."""
     from tiersim.groundtruth.cpu_gemm_scratchpad import cpu_gemm_route
 
     return cpu_gemm_route()
@@ -209,9 +242,11 @@ def test_muon_on_sharded_weights_as_measured(stepped, job):
     X's norm's all-reduce where out <= in, 11 all-reduces (the norm's, 2 an iteration) where
     out > in, each of the bytes the model gives (the profiler's shapes and dtypes); the local
     matmuls' FLOPs (the profiler's) as the model's; the transients' peak within 3 %, for the
-    route this CPU's bf16 GEMMs take (on oneDNN's, its 5,120 B beside each packed copy not
-    counted: -0.0 % to -2.2 % when written on AMX cores; on aten's, no packed copy: the GPU's
-    sets; before the route was read, 512 x 128 on 2 ranks was +22.2 % on an AVX2 CPU)."""
+    route this CPU's bf16 GEMMs take (on oneDNN's with AMX, its 5,120 B beside each packed
+    copy not counted: -0.0 % to -2.2 % when written on AMX cores; on aten's, no packed copy:
+    the GPU's sets; before the route was read, 512 x 128 on 2 ranks was +22.2 % on an AVX2
+    CPU; on AVX-512 BF16 without AMX, each matmul's scratchpad: every job on 1, 2 and 4 ranks
+    to the byte or 4 B short, where the AMX sets gave 512 x 128 +4.45 % and -7.06 %)."""
     world, steps = stepped
     ((rows, cols),), dtype = JOBS[job]
     got = steps[job]

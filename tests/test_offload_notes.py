@@ -57,10 +57,18 @@ def _notes(path, engine: str, first_line: int) -> str:
     )
 
 
+def _others(err: str) -> str:
+    """Standard error without the note on FSDP2's master copy (review 2026-12-08 b: the
+    schema's default precision under framework fsdp; tests/test_review_2026_12_08_b.py), which
+    these tests, on the offload keys, do not look at."""
+    master = "training.precision.master: fp32 beside weights bf16 under training.framework: fsdp"
+    return "".join(x for x in err.splitlines(keepends=True) if master not in x)
+
+
 def _run(cli, path, out, *extra) -> tuple[dict, str]:
     code, stdout, err = cli("run", path, "--format", "json", "--out", out, *extra)
     assert code == 0, err
-    return json.loads(stdout), err
+    return json.loads(stdout), _others(err)
 
 
 @pytest.mark.parametrize(
@@ -76,12 +84,12 @@ def test_deepspeed_keys_elsewhere_are_noted_and_change_nothing(
     path = write(_scenario(framework))
     code, out, err = cli("validate", path)
     assert (code, out) == (0, f"{path}: valid scenario 's'\n")
-    assert err == _notes(path, engine, first_line)
+    assert _others(err) == _notes(path, engine, first_line)
     given, err = _run(cli, path, tmp_path / "a")
     assert _notes(path, engine, first_line) in err
     # what the notes say: the same run with none of the four keys gives the same figures
     plain = write(_scenario(framework, offload=""), "plain.yaml")
-    assert cli("validate", plain)[2] == ""
+    assert _others(cli("validate", plain)[2]) == ""
     left_out, _ = _run(cli, plain, tmp_path / "b")
     for section in ("step", "tiers", "inventory", "links"):
         assert given[section] == left_out[section], section
@@ -134,6 +142,7 @@ def test_the_submodule_fetchs_keys_are_noted_where_a_layer_is_fetched_whole(
     path = write(raw)
     code, _, err = cli("validate", path)
     assert code == 0
+    err = _others(err)
     assert err.startswith(
         f"note: {path}: training.offload.prefetch_bucket_size: 1,000 has no effect: a "
         "submodule fetch's setting (how many parameters a submodule prefetch gathers), and "
@@ -152,7 +161,7 @@ def test_no_note_where_the_submodule_fetch_is_chosen(write, cli):
             "offload": {"fetch": "submodule", "max_live_parameters": 1000},
         },
     }
-    assert cli("validate", write(raw))[2] == ""
+    assert _others(cli("validate", write(raw))[2]) == ""
 
 
 ZERO3_OFF = "  offload:\n    overlap_comm: false\n"  # the key on line 7
@@ -192,4 +201,4 @@ def test_under_fsdp_overlap_comm_is_null_in_the_report_and_the_written_scenario(
     assert report["offload"]["overlap_comm"] is None and "note:" not in err
     written = tmp_path / "a" / "scenario.yaml"
     assert "    overlap_comm: null\n" in written.read_text()
-    assert cli("validate", written)[2] == ""
+    assert _others(cli("validate", written)[2]) == ""

@@ -53,3 +53,24 @@ def test_a_checkpoint_measured_with_the_steps_is_not_said_apart():
     assert not checkpoint_run_apart(_with_checkpoint("blocking"))
     assert not checkpoint_run_apart(_report())
     assert "checkpoint" not in simulated_line(_with_checkpoint("blocking"), None)
+
+
+def test_the_steps_compared_are_said_as_simulated():
+    # tests/fixtures/alternating-steps-zero-infinity.yaml's report: the run as configured
+    # held the step after the measured one, compared with it, and runs one step longer each
+    # measured on; the line says those steps, not "(warm-up, measured, trailing)"
+    what = (
+        "1 warm-up step, step 1 measured, step 2 compared with it, then 5 runs one step "
+        "longer each to 9, step 7 reported, each run's last step trailing"
+    )
+    sim = {"steady_state": "full", "steps_simulated": 9, "events": 15212}
+    line = simulated_line(_report(**sim, steps_simulated_what=what), None)
+    assert line == f"Simulated 9 steps ({what}): 15,212 events."
+    assert "(warm-up, measured, trailing)" not in line
+
+
+def test_a_step_reported_unsettled_says_so_with_its_code():
+    sim = {"steady_state": "full", "steps_simulated": 17, "settled": False}
+    line = simulated_line(_report(**sim, steps_simulated_what="..."), None)
+    assert line.startswith("Simulated 17 steps (...): 748 events. The step reported is not")
+    assert line.endswith("(sim.measured_steps_why) [W-STEP-UNSETTLED].")

@@ -11,6 +11,7 @@ from tiersim.config.deepspeed import (
 )
 from tiersim.config.distributed_optimizer import distributed_optimizer_problems
 from tiersim.config.expert_overlap_checks import expert_overlap_problems
+from tiersim.config.family_checks import family_problems
 from tiersim.config.fields import plain_fields
 from tiersim.config.kernel_checks import compile_problems, fp8_problems, sustained_problems
 from tiersim.config.kv_head_split import kv_head_problems
@@ -47,9 +48,10 @@ def _tier_problems(s: Scenario) -> list[Problem]:
         for i, tier in enumerate(link.between):
             check(f"hardware.links.{name}.between.{i}", tier)
         if link.between[0] == link.between[1]:
-            problems.append(
-                Problem(f"hardware.links.{name}.between", "joins a tier to itself", "E-CONFLICT")
+            why = (
+                f"joins a tier to itself ({link.between[0]}; expected two tiers, e.g. [hbm, dram])"
             )
+            problems.append(Problem(f"hardware.links.{name}.between", why, "E-CONFLICT"))
     if s.checkpoint.target == s.hardware.gpu.memory:  # wrong whether simulated now or not
         what = (
             f"'{s.checkpoint.target}' is the GPU's own memory, lost with the failure a "
@@ -377,6 +379,7 @@ def consistency_problems(s: Scenario) -> list[Problem]:
         + compile_problems(s)
         + _model_problems(s)
         + _implementation_problems(s)
+        + family_problems(s)
         + loss_chunk_problems(s)
         + _kernel_problems(s)
         + _position_problems(s)

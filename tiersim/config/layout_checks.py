@@ -45,7 +45,12 @@ def _pipeline_problems(s: Scenario) -> list[Problem]:
         )
     if p.virtual_pipeline > 1 and p.pipeline == 1:
         problems.append(
-            Problem("parallel.virtual_pipeline", "interleaving needs pipeline > 1", "E-LAYOUT")
+            Problem(
+                "parallel.virtual_pipeline",
+                "interleaving needs pipeline > 1 (expected parallel.pipeline of 2 or more "
+                "beside it, or virtual_pipeline: 1)",
+                "E-LAYOUT",
+            )
         )
     problems += _deepspeed_pipeline_problems(s)
     m_b = s.training.grad_accumulation
@@ -94,25 +99,38 @@ def _deepspeed_pipeline_problems(s: Scenario) -> list[Problem]:
 def _tensor_problems(s: Scenario) -> list[Problem]:
     p, m = s.parallel, s.model
     problems = []
+    kv = m.kv_heads or m.heads
     if m.heads is not None and m.heads % p.tensor:
         problems.append(
             Problem(
                 "parallel.tensor",
-                f"heads ({m.heads}) are not divisible by the tensor-parallel size ({p.tensor})",
+                f"heads ({m.heads}) are not divisible by the tensor-parallel size ({p.tensor})"
+                f" ({_tensor_expected(m.heads, kv)})",
                 "E-LAYOUT",
             )
         )
-    kv = m.kv_heads or m.heads
     if kv is not None and kv % p.tensor and p.tensor % kv:
         problems.append(
             Problem(
                 "parallel.tensor",
                 f"kv_heads ({kv}) and the tensor-parallel "
-                f"size ({p.tensor}) must divide one another",
+                f"size ({p.tensor}) must divide one another ({_tensor_expected(m.heads, kv)})",
                 "E-LAYOUT",
             )
         )
     return problems
+
+
+def _tensor_expected(heads: int | None, kv: int) -> str:
+    """The tensor-parallel sizes both rules allow (each divides the heads, and divides the
+    kv_heads or is a multiple of them): what the user can choose from, not the rule alone."""
+    if heads is None:
+        return f"expected a divisor or a multiple of {kv}"
+    sizes = [t for t in range(1, heads + 1) if heads % t == 0 and (kv % t == 0 or t % kv == 0)]
+    return (
+        f"expected a size dividing the heads ({heads}) that divides the kv_heads ({kv}) or "
+        f"is a multiple of them: {', '.join(map(str, sizes))}"
+    )
 
 
 def even_split(layers: int, chunks: int) -> tuple[int, ...]:

@@ -37,8 +37,34 @@ def _weights_sharded(s: Scenario) -> bool:
 
 def optimizer_notes(s: Scenario) -> list[Problem]:
     muon = _deepspeed_muon_notes(s)  # says what the CPU does for DeepSpeed's Muon itself
-    notes = _fsdp2_8bit_notes(s) + _own_precision_notes(s) + muon
+    notes = _fsdp2_8bit_notes(s) + _fsdp2_master_notes(s) + _own_precision_notes(s) + muon
     return notes + ([] if muon else _cpu_rate_notes(s))
+
+
+def _fsdp2_master_notes(s: Scenario) -> list[Problem]:
+    """A master copy beside FSDP2's shards (the schema's default precision is DeepSpeed's and
+    Megatron's, bf16 weights and an fp32 master). FSDP2 keeps one sharded copy of each
+    parameter, which the optimizer steps (torch 2.13 _fully_shard: `FSDPParam.sharded_param`);
+    torchtitan's and Accelerate's mixed precision cast it to param_dtype for compute only
+    (docs/fsdp2-memory.md, "Mixed precision"). Counted as written, the gradient shards and the
+    reduce-scatter are in the 16-bit weights' dtype where torchtitan's default reduces in fp32
+    (`mixed_precision_reduce`): a checkpoint, a gradient shard and the collective's bytes that
+    the scenario the user means would not have, said rather than refused (a custom optimizer
+    may keep such a master). Written or the schema's default alike: a results folder's
+    scenario.yaml writes every value, and its rerun must say what the first run said."""
+    p = s.training.precision
+    if s.training.framework != "fsdp" or p.master == "none":
+        return []
+    why = (
+        f"{p.master} beside weights {p.weights} under training.framework: fsdp: FSDP2 keeps "
+        "one sharded copy of each parameter, which the optimizer steps, and no master beside "
+        f"it; counted as written (the shards in {p.weights}, the master in {p.master}, the "
+        f"gradient shards in {p.weights}, reduced in {p.gradients}); expected FSDP2's mixed "
+        "precision as torchtitan runs it, training.precision: {weights: fp32, gradients: fp32, "
+        "master: none, compute: bf16} (Accelerate's reduces in bf16: gradients: bf16; "
+        'docs/fsdp2-memory.md, "Mixed precision")'
+    )
+    return [Problem("training.precision.master", why, "W-FRAMEWORK-LIMIT")]
 
 
 def _own_precision_notes(s: Scenario) -> list[Problem]:

@@ -89,13 +89,12 @@ CODES: dict[str, str] = {
     "PyTorch's reference kernel (timed before training): hours, not minutes",
     "W-ONE-PRICE": "one hardware.price_per_gpu_hour for different GPUs (a cost plan over "
     "machines, a compare of two): their GPU-hours are priced alike",
+    # a run's result
+    "W-STEP-UNSETTLED": "a step reported whose steps were not seen to settle: the runs "
+    "measuring the steps after it reached their bound, or simulation.max_layer_passes, still "
+    "changing or before a step after it could be compared, so the step is not known to be "
+    "the steady state's (sim.settled false, the report's sim.measured_steps_why)",
 }
-
-
-def described(code: str) -> str:
-    """What `code` means; KeyError for a code not in the table (a bug: every problem's code
-    is one of these)."""
-    return CODES[code]
 
 
 def reference_page() -> str:

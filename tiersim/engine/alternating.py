@@ -28,11 +28,12 @@ one where the GPU's chain (279.666 us a step alone) first waits on the HBF write
 once the first unit's write-back is done: tiersim.engine.schedule_optimizer). So the
 steps are measured on, a run one step longer each, until a step and the one before it
 last as long with the parts of both filling them (the later reported: `settle`) or two
-that alternate fill theirs where the first alone does not, at most `SETTLE_RUNS` runs; at
-the bound the last step where its parts fill it, else the first two that alternate, else
-the last step, the report saying so (`sim.measured_steps_why`). With a checkpoint the run as
-configured is run again with that step's warm-up steps (`warmed_up`: tiersim.engine.simulate),
-so that the checkpoint is measured after the step reported.
+that alternate fill theirs where the first alone does not, at most `settling.settle_runs`
+runs (what a step hands the next: tiersim.engine.settling); at the bound the last step where
+its parts fill it, else the first two that alternate, else the last step, the report saying
+so and that the steps have not settled (`settled`, W-STEP-UNSETTLED). With a checkpoint the
+run as configured is run again with that step's warm-up steps (`warmed_up`:
+tiersim.engine.simulate), so that the checkpoint is measured after the step reported.
 
 Where the update overlaps the next step and no checkpoint is simulated, the run as configured
 holds one step more (`compared_steps`: warm-up, measured, the step after it, trailing; a run's
@@ -47,12 +48,10 @@ now reach (step 7, `settle`). Where two steps alternate for good with their part
 (tests/fixtures/alternating-steps-cycle.yaml: 3.9424 and 4.4354 ms from step 1 on), the two
 steps before the last two measured, each as long as its own two steps later, make them a
 cycle, reported at its period, their mean (`cycle`). Where steps repeat the run is a step longer
-(a third more events in a run of three) and nothing else: no shipped scenario has an
-update that overlaps the next step.
-
-Two steps are not the limit of an alternation that decays (seed 22 case 32's period
-8.475786 ms, its mean 0.0094 % under: docs/invariants.md, (h), what is left). With a
-checkpoint the run is not made longer: the signs on parts and ports alone send it on.
+and nothing else. With a checkpoint the run as configured is not made longer (its runs are
+measured against the plain run's end): a plain run one step longer holds it (`compared_run`).
+Two steps are not the limit of an alternation that decays (seed 22 case 32's period 8.475786
+ms, its mean 0.0094 % under: docs/invariants.md, (h), what is left).
 """
 
 from __future__ import annotations
@@ -60,7 +59,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from tiersim.core.frozen import replaced
-from tiersim.engine import steady
+from tiersim.engine import settling, steady
 from tiersim.engine.figures import additive, rebuilt
 from tiersim.engine.metrics import measure
 from tiersim.engine.results import StepResult
@@ -71,12 +70,6 @@ from tiersim.state.resolved import Resolved
 # or to the round-off of the run's clock (steady.round_off) where that is larger
 PARTS_REL = 1e-9
 MEASURED = 2  # steps a step that alternates is measured over
-# the most runs, each one step longer, that measure the steps after a step whose sign fires
-# (`measured_over_two`): seed 43 case 64 of benchmarks/explore_wide.py settles in 5 (its
-# steps 1 to 3 unfilled, step 4 filled, steps 5 on filled and alike, the runs of 4 to 8
-# steps measuring steps 1 to 6); the bound keeps a step that never settles from costing
-# more than about SETTLE_RUNS runs of its length again
-SETTLE_RUNS = 5
 
 
 def gap(res: Resolved, r: StepResult) -> float:
@@ -139,42 +132,92 @@ def measured_over_two(
 ) -> StepResult | None:
     """The step `first` (step `measured` of a run of `steps` steps, `ran`: that run) measured
     again where its parts do not fill it (`unfilled`), a tier port's bytes overfill it
-    (`overdrawn`) or, where the run holds the step after it (`compared_steps`), the two
-    lengths differ (`changing`): first the step and the one after it in `ran` (`settle`), then
-    in runs one step longer each (`run`: tiersim.engine.runs.Runs), at most `SETTLE_RUNS`,
-    until a step and the step after it alternate with parts filling both (their mean) or
-    last as long with parts filling each (`settled`). At the bound, the last step measured
-    where its parts fill it (its steps still changing), else the first two that alternate,
-    their mean (as where the alternation decays: its period more nearly than one step),
-    else the last step measured, saying so. None where no sign fires, or where no step after
-    it is measured (no longer run within the limit): measured over one."""
+    (`overdrawn`) or, where the run holds the step after it (`compared_steps`,
+    `compared_run`), the two lengths differ (`changing`): first the step and the one after it
+    in `ran` (`settle`), then in runs one step longer each (`run`: tiersim.engine.runs.Runs),
+    at most `settling.settle_runs`, until a step and the step after it alternate with parts
+    filling both (their mean) or last as long with parts filling each (`settled`); at the
+    bound, `settling.at_bound`'s step, said not settled. None where no sign fires."""
     base = _steps_of(res, setup, ran) if ran is not None and steps - measured >= 3 else None
     moved = base is not None and changing(first, ran[2].step_end, measured, steps)
     if not (moved or unfilled(res, first, measured) or overdrawn(res, first, measured)):
         return None
-    since = _since(first, ran[2].step_end, measured) if moved else _since(first, None, measured)
+    after = ran[2].step_end[measured + 1] - ran[2].step_end[measured] if moved else None
+    since = settling.since(first.time_s, measured, after)
     events, wall, last, pair, runs = first.events, first.wall_s, None, None, 0
+    pair_at = (measured, measured + 1)  # the steps the first two that alternate are
     if base is not None:  # the step after it is in the run already: no run more
         found, last, pair = settle(res, base, measured, steps, since)
         if found is not None:
-            return found
-    for longer in range(steps + 1, steps + 1 + SETTLE_RUNS):
+            return settling.said(found, steps, measured, 0, _reported(found, measured + 1))
+    for longer in range(steps + 1, steps + 1 + settling.settle_runs(res, setup)):
         if not _within_limit(res, setup, longer):
             break
         ran = run(res, setup, longer)
         # the step before the last two of the run: the last is a trailing step
         found, last, mean = settle(res, _steps_of(res, setup, ran), longer - 3, longer, since)
         found = found or cycle(res, ran[2].step_end, longer - 3, mean, since)
-        events, wall, pair, runs = events + last.events, wall + last.wall_s, pair or mean, runs + 1
+        if pair is None and mean is not None:
+            pair, pair_at = mean, (longer - 3, longer - 2)
+        events, wall, runs = events + last.events, wall + last.wall_s, runs + 1
         if found is not None:
+            found = settling.said(found, longer, measured, runs, _reported(found, longer - 2))
             return replaced(found, events=events, wall_s=wall)
-    if last is None:  # no longer run within simulation.max_layer_passes: measured over one
-        return None
-    k = last.steps_simulated - 2  # the last step measured
+    if last is None:  # no longer run within simulation.max_layer_passes, nor the step after
+        last, k = first, measured
+    else:
+        k = last.steps_simulated - 2  # the last step measured
     filled = not (unfilled(res, last, k) or overdrawn(res, last, k))
-    reported = last if filled or pair is None else pair
-    words = unsettled(since, reported, k, reported is pair, filled, runs)
-    return replaced(reported, events=events, wall_s=wall, measured_steps_why=words)
+    pairs = None if pair is None else (pair, pair_at)
+    return settling.at_bound(last, k, filled, pairs, since, measured, runs, (events, wall))
+
+
+def _reported(r: StepResult, step: int) -> tuple[int, ...]:
+    """The step or steps `r` gives: `step`, or it and the one before (a mean of two)."""
+    return (step - 1, step) if r.measured_steps == MEASURED else (step,)
+
+
+def judged(
+    res: Resolved, setup: RunSetup, run: Callable, steps: int, measured: int, first: StepResult, ran
+) -> tuple[StepResult, StepResult | None]:
+    """`first` (step `measured` of the run `ran` of `steps` steps) and `measured_over_two`'s
+    answer on it, the step after it from `compared_run`'s where a checkpoint is simulated;
+    `first` with that run's cost, and where it stands the words on what was simulated."""
+    compared, first = compared_run(res, setup, run, steps, measured, first)
+    ends = first.steps_simulated
+    two = measured_over_two(res, setup, run, ends, measured, first, compared or ran)
+    first = first if two is not None else compared_words(res, first, ends, measured)
+    if compared is not None:  # say where the step compared came from
+        two, first = (settling.apart(r) for r in (two, first))
+    return first, two
+
+
+def compared_run(
+    res: Resolved, setup: RunSetup, run: Callable, steps: int, measured: int, first: StepResult
+) -> tuple[tuple | None, StepResult]:
+    """Where a checkpoint is simulated (the run as configured is not made longer:
+    `compared_steps`) and the update overlaps the next step: a plain run one step longer
+    (`run`), holding the step after the measured one to compare with it (`changing`), and
+    `first` with its cost and its step count; else (None, `first`)."""
+    if not (settling.overlaps(res) and res.execution.checkpoint_simulated):
+        return None, first
+    if steps - measured >= 3 or not _within_limit(res, setup, steps + 1):
+        return None, first
+    ran = run(res, setup, steps + 1)
+    cost = _steps_of(res, setup, ran)(measured)[0]
+    events, wall = first.events + cost.events, first.wall_s + cost.wall_s
+    return ran, replaced(first, steps_simulated=steps + 1, events=events, wall_s=wall)
+
+
+def compared_words(res: Resolved, r: StepResult, steps: int, measured: int) -> StepResult:
+    """`r` (step `measured` of a run of `steps`, no sign fired) with the words on what was
+    simulated where the run held the step after it, compared with it; where the update
+    overlaps the next step and it did not (over simulation.max_layer_passes), said unchecked."""
+    if not settling.overlaps(res):
+        return r
+    if steps - measured < 3:  # no step after it to compare: not seen to settle, and said so
+        r = replaced(r, settled=False, measured_steps_why=settling.unchecked(measured))
+    return settling.said(r, steps, measured, 0, (measured,))
 
 
 def cycle(
@@ -221,16 +264,6 @@ def changing(first: StepResult, ends: list[float], measured: int, steps: int) ->
     return alternate((first.time_s, after), first.events, first.time_s * steps)
 
 
-def _since(first: StepResult, ends: list[float] | None, measured: int) -> str:
-    """The report's words for why the step measured is not the one reported: its parts not
-    filling it, or (`ends`: the run's step ends) its length and the next step's differing."""
-    start = f"step {measured} ({first.time_s * 1e3:.6g} ms)"
-    if ends is None:
-        return f"the parts of {start} do not fill it"
-    after = (ends[measured + 1] - ends[measured]) * 1e3
-    return f"{start} and the step after it ({after:.6g} ms) differ in length"
-
-
 def _steps_of(res: Resolved, setup: RunSetup, ran: tuple) -> Measure:
     """What measures a step of a finished run (`ran`: tiersim.engine.runs.Runs'), and the
     time any link is busy in it."""
@@ -262,7 +295,7 @@ def settle(res: Resolved, one: Measure, step: int, steps: int, since: str) -> tu
     if not alternate((a[0].time_s, b[0].time_s), a[0].events, clock):
         if all(fills):
             return (
-                replaced(after, measured_steps_why=settled(since, step + 1, b[0].time_s)),
+                replaced(after, measured_steps_why=settling.settled(since, step + 1, b[0].time_s)),
                 after,
                 None,
             )
@@ -271,7 +304,7 @@ def settle(res: Resolved, one: Measure, step: int, steps: int, since: str) -> tu
         mean_of(a, b),
         steps_simulated=steps,
         measured_steps=MEASURED,
-        measured_steps_why=why(a[0].time_s, b[0].time_s, step),
+        measured_steps_why=settling.why(a[0].time_s, b[0].time_s, step),
     )
     if not fills[0] and not unfilled(res, mean, step):
         return mean, after, mean
@@ -282,7 +315,7 @@ def later_step(res: Resolved, two: StepResult | None, measured: int) -> int | No
     """The step `measured_over_two`'s result `two` is measured at (the first of two that
     alternate), where that is after `measured` and its parts fill it; else None (the step
     measured, or the bound reached: no step later that fills)."""
-    if two is None:
+    if two is None or two.measured_steps_why is None:  # the step measured stands
         return None
     step = two.steps_simulated - (3 if two.measured_steps == MEASURED else 2)
     return step if step > measured and not unfilled(res, two, step) else None
@@ -297,12 +330,19 @@ def warmed_up(res: Resolved, step: int) -> Resolved:
     return replaced(res, execution=replaced(res.execution, simulation=simulation))
 
 
-def with_cost(two: StepResult, again: StepResult) -> StepResult:
-    """The run `again` with `warmed_up` steps, with the earlier runs' cost (`two`) added and
-    the words of why its step is reported."""
-    why = again.measured_steps_why or two.measured_steps_why
+def with_cost(two: StepResult, again: StepResult, later: int) -> StepResult:
+    """The run `again` with `later` (`warmed_up`) warm-up steps, with the earlier runs' cost
+    (`two`) added, the words of why its step is reported, whether it settled (`again`'s
+    where its own step was measured on, else `two`'s) and what the runs simulated."""
+    own = again.measured_steps_why is not None
+    why, ok = (
+        (again.measured_steps_why, again.settled) if own else (two.measured_steps_why, two.settled)
+    )
     events, wall_s = two.events + again.events, two.wall_s + again.wall_s
-    return replaced(again, measured_steps_why=why, events=events, wall_s=wall_s)
+    what = f"{two.steps_what}; then with {later} warm-up steps, its checkpoint after step {later}"
+    return replaced(
+        again, measured_steps_why=why, settled=ok, events=events, wall_s=wall_s, steps_what=what
+    )
 
 
 def _within_limit(res: Resolved, setup: RunSetup, steps: int) -> bool:
@@ -349,50 +389,3 @@ def _half(key: tuple, total: float) -> float:
     if key[0] == "n" and int(total) % 2 == 0:
         return int(total) // 2
     return total / 2
-
-
-def why(a: float, b: float, measured: int) -> str:
-    """The report's words: which steps, how long each, and what is reported."""
-    return (
-        f"steps {measured} and {measured + 1} alternate ({a * 1e3:.6g} and {b * 1e3:.6g} ms): "
-        f"the step is their mean over both, {(a + b) / 2 * 1e3:.6g} ms"
-    )
-
-
-def settled(since: str, step: int, length: float) -> str:
-    """The report's words where a later step and the one before it fill their parts and
-    last as long: which step, how long."""
-    return (
-        f"{since}; step {step} is the first after it whose parts fill it, as the step "
-        f"before's do, the two as long ({length * 1e3:.6g} ms): its steps have settled and it "
-        "is reported"
-    )
-
-
-def unsettled(
-    since: str, reported: StepResult, last: int, pair: bool, filled: bool, runs: int
-) -> str:
-    """The report's words where no step after the one measured (`since`: why it is measured
-    on) up to step `last`, the bound (`SETTLE_RUNS`, `runs` made), settles: the last step
-    where its parts fill it (`filled`), else the first two that alternate (`pair`), their
-    mean, else the last step."""
-    bound = (
-        f"the last of {runs} run{'s' if runs != 1 else ''} one step longer each (the bound)"
-        if runs
-        else "no longer run within simulation.max_layer_passes"
-    )
-    if pair:
-        return (
-            f"{reported.measured_steps_why}, its parts not filling the two; nor do any "
-            f"step's or two's that alternate up to step {last}, {bound}"
-        )
-    if filled:
-        return (
-            f"{since}; up to step {last}, {bound}, no step after it lasts as long as the "
-            f"one before with the parts of both filling them: step {last} "
-            f"({reported.time_s * 1e3:.6g} ms) is reported, its parts filling it"
-        )
-    return (
-        f"{since}, nor those of any step after it up to step {last}, {bound}: step {last} "
-        f"({reported.time_s * 1e3:.6g} ms) is reported, its parts not filling it"
-    )

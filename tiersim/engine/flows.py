@@ -75,7 +75,6 @@ class FlowNetwork:
         self._pending_for: Flow | None = None  # the flow it ends or begins
         # the last plan's (instant, flows, soonest change from then, its flow): `_plan_wake`
         self._planned: tuple | None = None
-        self._on_wake = self._wake
         self._wake_callbacks: tuple = (self._wake,)  # every wake-up's (see Due)
         self._timeout = env.timeout
         self._schedule = scheduler(env)  # where Due events go (see Due)
@@ -141,7 +140,6 @@ class FlowNetwork:
         """The run is over (no flow left): drop the bound wake-up callback, a cycle back to
         the network, so that a finished network is freed by reference counting.
         `in_order`: each channel's busy spans are disjoint and sorted already (`BusyLog.seal`)."""
-        self._on_wake = None
         self._wake_callbacks = ()
         self.busy.seal(in_order)
 

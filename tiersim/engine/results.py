@@ -199,6 +199,10 @@ class StepResult:
     measured_steps: int = field(default=1, metadata=figure(GIVEN))
     # with 2, or a later step: which steps, and their lengths
     measured_steps_why: str | None = field(default=None, metadata=figure(GIVEN))
+    # False where the runs looking for a settled step reached their bound (engine.settling)
+    settled: bool = field(default=True, metadata=figure(GIVEN))
+    # where a step after the measured one was compared with it: which steps the runs held
+    steps_what: str | None = field(default=None, metadata=figure(GIVEN))
     # per run, where extrapolated
     micro_batches_simulated: tuple[int, ...] = field(default=(), metadata=figure(GIVEN))
     # the model's prices (workload.breakdown)

@@ -177,7 +177,7 @@ def _simulate(res: Resolved, setup: RunSetup, recorder: Recorder | None) -> Step
     later = alt.later_step(res, result, steady.steps_to_simulate(res)[1])  # its steps settle later
     if later is not None and checkpoint is not None:  # the checkpoint measured after that step
         again, _, checkpoint = _measured(alt.warmed_up(res, later), setup, None, verify=False)
-        result = alt.with_cost(result, again)
+        result = alt.with_cost(result, again, later)
     if checkpoint is not None:
         result = replaced(result, checkpoint=checkpoint(result))
     if tries.first is None:
@@ -215,7 +215,7 @@ def _measured(
     ran = schedule, engine, log, wall = run(res, setup, steps, recorder=recorder)
     tokens, m = setup.wl.tokens_per_step, res.execution.training.grad_accumulation
     result = replaced(measure(engine, measured, tokens, m, wall), steps_simulated=steps)
-    two = alt.measured_over_two(res, setup, run, steps, measured, result, ran)  # or settle later
+    result, two = alt.judged(res, setup, run, steps, measured, result, ran)  # or settle later
     repetition = None
     if verify:
         starts, late = measured_periods(res, setup.wl.stage, schedule, log, measured, periods)

@@ -16,7 +16,10 @@ CPU path, which `mm` and `mm(out=)` and grouped_mm's per-expert fallback take):
   AMX a tile buffer), each sized by the blocking oneDNN chooses, on AMX by a cost-model search
   over thread splits and tile sizes against the core's L1 and L2 sizes
   (amx_blocking_heuristics.cpp `find_best_blocking`). No closed rule is derived here for that
-  route: `gemm_workspace` gives None, and the kernel is measured (`scratchpads`).
+  route: `gemm_workspace` gives None, and the kernel is measured (`scratchpads`). Where the
+  cores have AVX-512 BF16 and no AMX (`brg_matmul:avx512_core_bf16`), the blocking is
+  `compute_blocking_heuristic_avx512`'s, closed for one thread and a plain A:
+  state/onednn_brgemm.py (route "onednn-avx512").
 - **everything else allocates nothing through c10**: a 16-bit product off that route runs
   aten's own cpublas gemm (BlasKernel.cpp's loops, fp32 sums in registers); an fp32 product
   goes to MKL's sgemm (`use_mkldnn_bf32_matmul` needs float32 matmul precision "medium"; the
@@ -35,9 +38,8 @@ import torch
 from torch.profiler import ProfilerActivity, record_function
 
 from tiersim.groundtruth.quiet_profiler import quiet_profile
-
-# aten's checksize: mkldnn_gemm_min_size, at or below which a product stays with aten's gemm
-ONEDNN_MIN_WORK = 16 * 16 * 16
+from tiersim.state.onednn_brgemm import ONEDNN_MIN_WORK  # aten's checksize, 16³
+from tiersim.state.onednn_brgemm import scratchpad as brgemm_scratchpad
 
 
 def onednn_takes(dtype: torch.dtype) -> bool:
@@ -56,14 +58,29 @@ def onednn_takes(dtype: torch.dtype) -> bool:
 
 def cpu_gemm_route() -> str:
     """This CPU's route for a bf16 GEMM, as the timeline's accounting takes it
-    (Accounting.cpu_gemm): "onednn" or "aten"."""
-    return "onednn" if onednn_takes(torch.bfloat16) else "aten"
+    (Accounting.cpu_gemm): "aten" off oneDNN; on it "onednn-avx512" where the cores have
+    AVX-512 BF16 and no AMX (oneDNN's `brg_matmul:avx512_core_bf16`, whose scratchpad
+    state/onednn_brgemm.py derives), else "onednn" (AMX: a blocking search, no rule; measured
+    there, a packed copy of the second operand). cpuinfo's flags, as torch.cpu reports them."""
+    if not onednn_takes(torch.bfloat16):
+        return "aten"
+    if torch.cpu._is_avx512_bf16_supported() and not torch.cpu._is_amx_tile_supported():
+        return "onednn-avx512"
+    return "onednn"
 
 
-def gemm_workspace(m: int, k: int, n: int, dtype: torch.dtype) -> int | None:
+def gemm_workspace(
+    m: int, k: int, n: int, dtype: torch.dtype, a_transposed: bool = False, threads: int = 1
+) -> int | None:
     """Bytes a [m, k] x [k, n] product of `dtype` allocates through c10 inside its `mm` on
-    this device: 0 off oneDNN's route, None on it (oneDNN's scratchpad, no rule derived)."""
-    return None if onednn_takes(dtype) and m * k * n > ONEDNN_MIN_WORK else 0
+    this device: 0 off oneDNN's route; on it, for a bf16 product on one thread on the
+    "onednn-avx512" route, state/onednn_brgemm.py's rule where it is derived; None elsewhere
+    on it (oneDNN's scratchpad, no rule derived)."""
+    if not (onednn_takes(dtype) and m * k * n > ONEDNN_MIN_WORK):
+        return 0
+    if threads == 1 and dtype == torch.bfloat16 and cpu_gemm_route() == "onednn-avx512":
+        return brgemm_scratchpad(m, k, n, a_transposed)
+    return None
 
 
 def _inside_mm(prof) -> dict[str, int]:

@@ -75,12 +75,6 @@ def _waves(m: int, n: int, batch: int, sm_count: int, tm: int, tn: int) -> float
     return waves / math.ceil(waves)
 
 
-def wave_share(m: int, n: int, batch: int, sm_count: int, tm: int, tn: int) -> float:
-    """Useful share of the waves an M x N output's tm x tn tiles run in."""
-    _check_shape(m, n, batch, sm_count)
-    return _waves(m, n, batch, sm_count, tm, tn)
-
-
 # pure, and asked for the same few shapes many times over (every layer, every sweep point)
 @functools.lru_cache(maxsize=4096)
 def wave_efficiency(

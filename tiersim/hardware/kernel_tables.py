@@ -72,7 +72,6 @@ from tiersim.hardware.gemm import wave_efficiency
 TERA = 1e12
 # dtypes that share a table: fp16 runs on the same tensor-core paths at BF16's rate
 TABLE_DTYPE = {"bf16": "bf16", "fp16": "bf16", "fp8": "fp8"}
-ATTENTION_KERNELS = ("flash2", "flash3", "cudnn")
 UNHELD_ATTENTION = ("eager",)  # memory-bound mostly: no sustained ceiling (module docstring)
 
 

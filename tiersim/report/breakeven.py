@@ -107,10 +107,8 @@ def ranges_section(s: Scenario, simulate: Simulate) -> dict[str, Any] | None:
     if HBF not in s.hardware.tiers or s.hardware.tiers[HBF].endurance is None:
         return None
     figures = {
-        "write_bandwidth": [
-            {"value": f.value, "level": f.level, "source": f.source} for f in WRITE_BANDWIDTH
-        ],
-        "pe_cycles": [{"value": f.value, "level": f.level, "source": f.source} for f in ENDURANCE],
+        "write_bandwidth": [_figure(f) for f in WRITE_BANDWIDTH],
+        "pe_cycles": [_figure(f) for f in ENDURANCE],
     }
     return {"tier": HBF, "figures": figures, "cases": [_case(c) for c in cases(s, HBF, simulate)]}
 

@@ -39,6 +39,9 @@ from tiersim.report.wear import fmt_days, fmt_margin, fmt_significant, telling_d
 COMPARED = (
     "fits",
     *STEP_FIGURES,
+    # the batch the step's time is for: two designs at different batches (grad_accumulation,
+    # micro-batch, data ranks, or a global_batch_size that derives them) step different work
+    "step.tokens_per_step",
     # the step's, each link's and each tier's figures the figure map marks compared
     # (engine.results: `compared=True`)
     *compared_paths("step", StepResult),
@@ -139,7 +142,8 @@ def _matches(pattern: list[str], parts: list[str]) -> bool:
     )
 
 
-HEADLINE = ("fits", *STEP_FIGURES)  # shown first when they move, in this order
+# shown first when they move, in this order: the step's tokens beside its time, which is for them
+HEADLINE = ("fits", STEP_FIGURES[0], "step.tokens_per_step", *STEP_FIGURES[1:])
 # the outputs' order as the table says it (a reader looks for the step time first)
 ORDER = (
     "the headline figures first (fits, step time, tokens/s, MFU, ...), then the rest by size, "
@@ -235,6 +239,8 @@ def fmt_value(path: str, value: Any) -> str:
         return fmt_days(value)
     if last == "tokens_per_s":
         return fmt_tokens_per_s(value)
+    if last == "tokens_per_step":
+        return f"{value:,.0f} tokens"  # exact: a whole count of tokens
     if "bytes" in path or path.startswith("inventory."):
         return fmt_bytes(value)
     if last == "margin":  # the wear margin, as `wear` gives it

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from tiersim.core.units import fmt_bytes
-from tiersim.report.memory import out_of_memory
+from tiersim.report.memory import out_of_memory, timeline_into_tier
 from tiersim.report.table import render
 from tiersim.state.host_timeline import HostTimeline
 
@@ -49,10 +49,7 @@ def with_host_fit(report: dict[str, Any], host: HostTimeline | None) -> None:
     section = report[SECTION] = host_section(host)
     tier = report["tiers"].get(section["tier"])
     if tier is not None:
-        tier["fits"] = tier["fits"] and section["fits"]
-        if "peak_bytes" in tier:
-            tier["engine_peak_bytes"] = tier["peak_bytes"]
-            tier["peak_bytes"] = max(tier["peak_bytes"], section["peak_bytes"])
+        timeline_into_tier(tier, section["fits"], section["peak_bytes"])
     report["fits"] = all(t["fits"] for t in report["tiers"].values())
 
 

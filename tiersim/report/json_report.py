@@ -23,6 +23,7 @@ from tiersim.report.json_text import json_text
 from tiersim.report.memory import section_of, with_timeline_fit
 from tiersim.report.offload import offload_section
 from tiersim.report.run_view import RunView
+from tiersim.report.sim_text import UNSETTLED, UNSETTLED_WORDS
 from tiersim.report.target import target_section
 from tiersim.report.utilization import utilization
 from tiersim.report.wear import json_number, wear_section
@@ -352,4 +353,9 @@ def run_report(run: RunView) -> dict[str, Any]:
     if r.measured_steps_why is not None:  # steps that alternate (their mean) or settle late
         report["sim"]["measured_steps"] = r.measured_steps
         report["sim"]["measured_steps_why"] = r.measured_steps_why
+    if r.steps_what is not None:  # a step compared with the measured one: which steps ran
+        report["sim"]["steps_simulated_what"] = r.steps_what
+    if not r.settled:  # the runs' bound reached, the steps still changing: said, not silent
+        report["sim"]["settled"] = False
+        report["sim"]["warnings"] = [{"code": UNSETTLED, "message": UNSETTLED_WORDS}]
     return report

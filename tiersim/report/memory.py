@@ -46,12 +46,19 @@ def with_timeline_fit(report: dict[str, Any]) -> None:
     as `engine_peak_bytes`; the report's `fits` follows."""
     mt = report.get("memory_timeline")
     if mt is not None:
-        tier = report["tiers"][mt["tier"]]
-        tier["fits"] = tier["fits"] and mt["fits"]
-        if "peak_bytes" in tier:
-            tier["engine_peak_bytes"] = tier["peak_bytes"]
-            tier["peak_bytes"] = max(tier["peak_bytes"], mt["peak_total_bytes"])
+        timeline_into_tier(report["tiers"][mt["tier"]], mt["fits"], mt["peak_total_bytes"])
     report["fits"] = all(t["fits"] for t in report["tiers"].values())
+
+
+def timeline_into_tier(tier: dict[str, Any], fits: bool, peak_bytes: int) -> None:
+    """A memory timeline's verdict on its tier's row (the GPU's, or the host's:
+    report/host_memory.py): the tier fits only where the timeline does, and where the row has
+    the engine's occupancy peak, its peak is the larger of that (kept as `engine_peak_bytes`)
+    and the timeline's."""
+    tier["fits"] = tier["fits"] and fits
+    if "peak_bytes" in tier:
+        tier["engine_peak_bytes"] = tier["peak_bytes"]
+        tier["peak_bytes"] = max(tier["peak_bytes"], peak_bytes)
 
 
 def timeline_warning(report: dict[str, Any]) -> str:

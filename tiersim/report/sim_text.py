@@ -1,13 +1,21 @@
-"""The run's sentence on what was simulated: the steps, the micro-batches where the rest were
-extrapolated from their repeating periods (tiersim.engine.steady), the events, and the
-separate run of the step with its checkpoint where an async one is measured apart
-(tiersim.engine.checkpoint_apart)."""
+"""The run's sentence on what was simulated: the steps (where a step was compared with the
+measured one, which: `sim.steps_simulated_what`, tiersim.engine.settling), the micro-batches
+where the rest were extrapolated from their repeating periods (tiersim.engine.steady), the
+events, the separate run of the step with its checkpoint where an async one is measured
+apart (tiersim.engine.checkpoint_apart), and a step reported before its steps settled."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from tiersim.core.units import fmt_time
+from tiersim.engine.settling import UNSETTLED
+
+# what a step reported before its steps settled is (engine.settling: the runs' bound)
+UNSETTLED_WORDS = (
+    "The step reported is not known to be the steady state's: its steps were not seen to "
+    "settle within the runs' bound or simulation.max_layer_passes (sim.measured_steps_why)"
+)
 
 
 def checkpoint_run_apart(report: dict[str, Any]) -> bool:
@@ -28,10 +36,11 @@ def checkpoint_run_apart(report: dict[str, Any]) -> bool:
 def simulated_line(report: dict[str, Any], engine_s: float | None) -> str:
     """`Simulated 1 step (...) of 5 micro-batches, extrapolated to 16 once ...: 748 events.`"""
     sim = report["sim"]
+    what = sim.get("steps_simulated_what") or f"warm-up, {_measured(sim)}, trailing"
     steps = (
         "1 step (the synchronous update makes steps independent)"
         if sim["steps_simulated"] == 1
-        else f"{sim['steps_simulated']} steps (warm-up, {_measured(sim)}, trailing)"
+        else f"{sim['steps_simulated']} steps ({what})"
     )
     if sim.get("steady_state") == "extrapolated":
         counts = ", ".join(f"{n:,}" for n in sim["micro_batches_simulated"])
@@ -44,7 +53,8 @@ def simulated_line(report: dict[str, Any], engine_s: float | None) -> str:
     if checkpoint_run_apart(report):  # the events are the plain run's, the engine time both's
         events += ", and its async checkpoint from one more run of that step"
         took = f"; both in {fmt_time(engine_s)} of engine time (measured)" if took else ""
-    return f"Simulated {steps}: {events}{took}."
+    unsettled = "" if sim.get("settled", True) else f" {UNSETTLED_WORDS} [{UNSETTLED}]."
+    return f"Simulated {steps}: {events}{took}.{unsettled}"
 
 
 def _measured(sim: dict[str, Any]) -> str:

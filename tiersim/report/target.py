@@ -9,8 +9,7 @@ import math
 from typing import Any
 
 from tiersim.config.schema import Scenario
-
-DAY_S = 86_400.0
+from tiersim.core.units import DAY_S, YEAR_S
 
 
 def target_section(s: Scenario, step: dict[str, Any], checkpoint: dict[str, Any] | None):
@@ -58,8 +57,9 @@ def target_line(target: dict[str, Any]) -> str:
         )
     if "total_tokens" in target:
         days = target["days_for_total"]
+        years = days * DAY_S / YEAR_S  # a year or more also in years: 38,148.1 days is 104.5
         parts.append(
             f"{_tokens(target['total_tokens'])} tokens take {target['steps_for_total']:,} "
-            f"steps, {days:,.1f} days"
+            f"steps, {days:,.1f} days" + (f" ({years:,.1f} years)" if years >= 1 else "")
         )
     return "; ".join(parts) + "."

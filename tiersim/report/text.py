@@ -16,7 +16,7 @@ from tiersim.report.inventory_text import inventory_tables as inventory_tables  
 from tiersim.report.memory import timeline_text, timeline_warning
 from tiersim.report.network_text import PRICED_NOTE, network_notes, priced_outside_flows
 from tiersim.report.offload_text import offload_line, tiling_line
-from tiersim.report.sim_text import simulated_line
+from tiersim.report.sim_text import UNSETTLED, simulated_line
 from tiersim.report.table import render
 from tiersim.report.target import target_line
 
@@ -176,6 +176,12 @@ def _head_warnings(report: dict[str, Any]) -> list[str]:
             "checkpoint: with every step checkpointing, the step was not seen to repeat "
             f"within {MAX_STEADY_STEPS} steps (or simulation.max_layer_passes); the last one "
             "simulated is reported"
+        )
+    if report.get("sim", {}).get("settled") is False:  # engine.settling: the runs' bound
+        out.append(
+            "step not settled: the steps after the measured one were not seen to settle "
+            "within the runs' bound or simulation.max_layer_passes, so the step reported is "
+            f"not known to be the steady state's (sim.measured_steps_why) [{UNSETTLED}]"
         )
     if report.get("sim", {}).get("steady_state") == "full (no repetition found)":
         out.append(

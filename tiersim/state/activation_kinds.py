@@ -19,7 +19,7 @@ GROUPS = (
 IMPLEMENTATIONS = ("megatron", "huggingface", "torchtitan")
 KERNELS = ("eager", "sdpa", "flash")
 DEFAULT_KERNEL = {"megatron": "eager", "huggingface": "sdpa", "torchtitan": "sdpa"}
-CPU_GEMM_ROUTES = ("onednn", "aten")
+CPU_GEMM_ROUTES = ("onednn", "onednn-avx512", "aten")
 MEGATRON_DROPOUT = 0.1  # Megatron-LM's --attention-dropout and --hidden-dropout defaults
 DEVICE_TERMS = (  # what a GPU keeps differently from a CPU (measure says so)
     "dropout masks: 1-byte bool on CUDA, the model's dtype on CPU",
@@ -55,8 +55,10 @@ class Accounting:
     # the loss computed and differentiated chunk by chunk in forward (state/chunked_loss.py)
     loss_chunks: int = 1
     # on the CPU, the route a bf16 GEMM takes (groundtruth/cpu_gemm_scratchpad.py): "onednn"
-    # (AVX-512 or AMX: oneDNN's matmul, which packs its second operand into a scratchpad from
-    # PyTorch's allocator) or "aten" (aten's own gemm, no workspace)
+    # (AMX: oneDNN's matmul, which packs its second operand into a scratchpad from PyTorch's
+    # allocator), "onednn-avx512" (AVX-512 BF16 without AMX: oneDNN's matmul, whose scratchpad
+    # is a VNNI copy of one 64-column block of B and an fp32 accumulator,
+    # state/onednn_brgemm.py) or "aten" (aten's own gemm, no workspace)
     cpu_gemm: str = "onednn"
     # training.recompute (none, full, selective, selective_op): under huggingface, what the
     # checkpoints hold outside the layers (state/hf_selective.py)

@@ -99,7 +99,6 @@ CHECKPOINT_WRITES = "checkpoint"
 OPTIMIZERS = _optimizers.OPTIMIZERS
 OPTIMIZER_NAMES = _optimizers.NAMES
 OPTIMIZER_DEFAULT = _optimizers.DEFAULT
-OPTIMIZER_BY_NAME = _optimizers.REGISTRY
 
 
 def state_class(name: str) -> StateClass:

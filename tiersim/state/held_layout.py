@@ -1,5 +1,5 @@
 """Which of a decoder layer's projections the model's code holds as one parameter tensor (q, k
-and v; an MLP's gate and up), by the code `training.implementation` and `training.framework`
+and v; an MLP's gate and up, a shared expert's and each routed expert's), by the code `training.implementation` and `training.framework`
 name. Every per-tensor rule reads the layer's tensors so (state/model.py
 `Transformer.qkv_as_one`, `gate_up_as_one`): FSDP2's per-parameter padding, DeepSpeed's
 tensor-grain gradient buckets, ZeRO++'s qgZ calls and hpZ padding, ZeRO-3's persistence
@@ -37,9 +37,40 @@ FP8 casts of the largest linear. Totals do not change: only the tensor boundarie
 Muon under framework megatron reads `linear_qkv` whole, as Megatron-Core's Muon does:
 `get_megatron_muon_optimizer` builds `TensorParallelMuon(..., split_qkv=False)` ("TODO(deyuf):
 support qkv split"; NVIDIA/Megatron-LM megatron/core/optimizer/muon.py at 025c931a).
-Not changed: routed experts (Megatron-Core's SequentialMLP / TEGroupedMLP hold each expert's
-fc1 as one [2f, h] too; listed as gate and up apart) and latent attention (Megatron-Core's
-MLASelfAttention holds its down and up projections apart, as listed).
+Routed experts (moeheld) under a gated MLP, per local expert one [2f, h] and one [h, f]:
+- framework megatron: NVIDIA/Megatron-LM @ 00caa53a. models/gpt/gpt_layer_specs.py
+  `get_gpt_decoder_layer_specs` builds the MoE layer with `moe_grouped_gemm=
+  config.moe_grouped_gemm` (transformer/transformer_config.py: `moe_grouped_gemm: bool =
+  False`, `moe_use_legacy_grouped_gemm: bool = False`); the Transformer Engine provider
+  (extensions/transformer_engine_spec_provider.py `grouped_mlp_modules`, read at 00771a14)
+  gives SequentialMLP with TEColumnParallelLinear / TERowParallelLinear by default and
+  TEGroupedMLP with TEColumnParallelGroupedLinear under --moe-grouped-gemm.
+  transformer/moe/experts.py: `SequentialMLP.__init__` appends one `MLP(..., ffn_hidden_size=
+  self.config.moe_ffn_hidden_size, is_expert=True)` per local expert (mlp.py: linear_fc1
+  [2f, h] gated, linear_fc2 [h, f]); `TEGroupedMLP.__init__`: `ffn_hidden_size =
+  moe_ffn_hidden_size; if gated_linear_unit: ffn_hidden_size *= 2`, one `linear_fc1(
+  num_local_experts, hidden_size, ffn_hidden_size, ...)` and one `linear_fc2(num_local_experts,
+  moe_ffn_hidden_size, hidden_size, ...)`, whose TE GroupedLinear registers `weight{i}`
+  [out_features, in_features] per GEMM (NVIDIA/TransformerEngine @ 0069563f, pytorch/module/
+  grouped_linear.py `GroupedLinear.__init__`; `out_features` divided by the tensor-parallel
+  size under parallel_mode "column"). Both: the same tensors. The legacy GroupedMLP
+  (`moe_use_legacy_grouped_gemm`, off by default, "will be deprecated soon") holds `weight1`
+  [h, E_local x 2f / t] and `weight2` [E_local x f / t, h], one of each a rank: not modelled.
+- framework deepspeed: Megatron-DeepSpeed (@ 1e3fc81d, megatron/model/transformer.py
+  `ParallelTransformerLayer.__init__`: `self.mlp = MoE(args.hidden_size, ParallelMLP(config,
+  moe=True, ...), num_experts=...)`) and DeepSpeed's `Experts` (deepspeed/moe/experts.py at
+  microsoft/DeepSpeed 0e4271ad: `torch.nn.ModuleList([copy.deepcopy(expert) for i in
+  range(num_local_experts)])`): each expert a ParallelMLP, `dense_h_to_4h` [2f, h] under
+  swiglu.
+Listed every expert's fc1, then every expert's fc2 (TEGroupedMLP's order of parameters;
+SequentialMLP and DeepSpeed's Experts take them expert by expert, which moves only where a
+bucket boundary or a prefetch falls inside a layer). Not counted: the experts' biases these
+codes add under add_bias_linear (routed experts are listed without biases in every family).
+Under `huggingface` the routed experts are transformers 5's fused 3-D tensors (state/sharding.py
+`as_held`), and a model with experts is built as Mixtral or Qwen2-MoE (groundtruth/hfmodels.py
+`family_of`), whose MLPs hold gate and up apart: Phi-3's gate_up_proj is not applied there.
+Not changed: latent attention (Megatron-Core's MLASelfAttention holds its down and up
+projections apart, as listed).
 """
 
 from __future__ import annotations
@@ -57,7 +88,7 @@ def held_fusions(s: Scenario, fused_qkv: bool, gated: bool) -> tuple[bool, bool]
     impl = s.training.implementation
     if impl == "huggingface":
         phi3 = s.model.family == "phi3"
-        return fused_qkv or phi3, phi3 and gated
+        return fused_qkv or phi3, phi3 and gated and s.model.experts is None
     if impl == "megatron" and s.training.framework in MEGATRON_FRAMEWORKS:
         return True, gated
     return False, False

@@ -120,12 +120,18 @@ def mlp_matrices(h: int, f: int, gated: bool, bias: bool, gate_up: bool = False)
 
 def moe_matrices(h: int, moe: Moe, gated: bool, bias: bool, gate_up: bool = False) -> list[Matrix]:
     """Router (replicated), routed experts (no biases in any family), shared experts as one
-    MLP of width shared x shared_ffn_hidden (as DeepSeek builds them; biases as a dense MLP's;
-    `gate_up`: its gate and up one tensor, Megatron-Core's SharedExpertMLP linear_fc1),
-    and Qwen2-MoE's one-output shared-expert gate."""
+    MLP of width shared x shared_ffn_hidden (as DeepSeek builds them; biases as a dense MLP's),
+    and Qwen2-MoE's one-output shared-expert gate. `gate_up` (gated): every expert's gate and
+    up one tensor [2f, h], then every expert's down [h, f] (Megatron-Core's SequentialMLP and
+    TEGroupedMLP linear_fc1 / linear_fc2, Megatron-DeepSpeed's dense_h_to_4h / dense_4h_to_h:
+    state/held_layout.py), a shared expert's likewise (SharedExpertMLP linear_fc1)."""
     mats = [Matrix(h, moe.experts, tensor_split=False, fp32=moe.groups is not None)]
-    per = 3 if gated else 2  # an expert's gate (gated), up and down projections
-    mats.append(Matrix(h, moe.ffn_hidden, per * moe.experts, expert=True, down_every=per))
+    f, n = moe.ffn_hidden, moe.experts
+    if gate_up and gated:
+        mats += [Matrix(h, 2 * f, n, expert=True), Matrix(h, f, n, expert=True, down_every=1)]
+    else:
+        per = 3 if gated else 2  # an expert's gate (gated), up and down projections
+        mats.append(Matrix(h, f, per * n, expert=True, down_every=per))
     if moe.shared:
         mats += mlp_matrices(h, moe.shared * moe.shared_ffn_hidden, gated, bias, gate_up)
     if moe.shared_gate:

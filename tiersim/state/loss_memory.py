@@ -10,10 +10,12 @@ from tiersim.state.activations import outside_items
 from tiersim.state.chunked_loss import chunked_loss
 from tiersim.state.inventory import per_context_rank
 from tiersim.state.model import Transformer
+from tiersim.state.onednn_brgemm import known_scratchpad as gemm_scratchpad
 from tiersim.state.resolved import Resolved
 from tiersim.state.timeline import Steps
 
 HEAD_GRAD = "head's weight gradient"
+GEMM_WORKSPACE = "GEMM workspace (oneDNN's scratchpad)"
 HEAD_INPUTS = "final norm and output layer inputs"
 # what the final norm, the head and the loss keep (their backward runs first and frees them
 # before the last layer's: the log-softmax apart, the loss's own)
@@ -95,8 +97,31 @@ def loss_events(
         steps.alloc(bw, b, "d logits", "loss gradient (compute precision)", cb * n)
         steps.free(bw, b, "d logits fp32", "loss gradient (fp32)")
     steps.alloc(bw, b, "d head", HEAD_GRAD, head_grad)  # the head's matmul backward
+    head_gemm_workspaces(steps, r, n)
     steps.free(bw, b, "d logits", "loss gradient (compute precision)")  # after the head's
     steps.free(bw, b, "d logits fp32", "loss gradient (fp32)")
+
+
+def head_gemm_workspaces(steps: Steps, r: Resolved, logits: int) -> None:
+    """On a CPU whose bf16 GEMMs take oneDNN without AMX (Accounting.cpu_gemm
+    "onednn-avx512"), the scratchpads of the head's two backward products, each held inside
+    its `mm` (state/onednn_brgemm.py), in MmBackward's order (measured): the weight's
+    gradient, d logitsᵀ [V/t, T] x x [T, h] (A transposed: A's copy besides), its output
+    beside; then the input's, d logits [T, V/t] x W [V/t, h]. On the other routes none is
+    counted ("aten": 0 B; "onednn", AMX: no rule)."""
+    acc, model = r.accounting, r.model
+    if not (acc.device == "cpu" and acc.cpu_gemm == "onednn-avx512" and acc.compute_bytes == 2):
+        return
+    if not isinstance(model, Transformer) or logits == 0:
+        return
+    vocab = math.ceil(model.vocab / r.execution.parallel.tensor)
+    tokens = logits // vocab
+    for key, nbytes in (
+        ("head weight gemm", gemm_scratchpad(vocab, tokens, model.hidden, a_transposed=True)),
+        ("head input gemm", gemm_scratchpad(tokens, vocab, model.hidden)),
+    ):
+        steps.alloc("backward: loss", "backward", key, GEMM_WORKSPACE, nbytes)
+        steps.free("backward: loss", "backward", key, GEMM_WORKSPACE)
 
 
 def _megatron_loss(steps: Steps, r: Resolved, between: Callable[[], None]) -> None:

@@ -81,10 +81,6 @@ class LayerView:
     def attention_width(self) -> int:
         return self.model.attention_width
 
-    @property
-    def is_moe_layer(self) -> bool:
-        return self.model.is_moe(self.index)
-
     def layer_forward_flops(self, seq: int, batch: int) -> float:
         return self.model.layer_forward_flops(seq, batch, self.index)
 

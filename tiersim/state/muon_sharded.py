@@ -3,7 +3,8 @@ a DTensor sharded on its first dimension, Shard(0)): what torch.optim.Muon's ste
 torch/optim/_muon.py) allocates, gathers and computes on each rank for one matrix, as DTensor's
 sharding propagation runs it. Measured on 2 and 4 gloo CPU ranks with the profiler's memory
 events (tests/test_muon_sharded.py, tiersim/groundtruth/muon_dtensor.py); nothing here imports
-tiersim, so state/muon.py (the registry's Muon) can use it.
+tiersim but state/onednn_brgemm.py (pure arithmetic), so state/muon.py (the registry's Muon)
+can use it.
 
 The step per matrix: the Nesterov update `grad.lerp(buf)` (the rank's shard, in the state's
 precision), its bf16 copy X (transposed where the matrix has more rows than columns), X's norm
@@ -64,6 +65,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from tiersim.state.onednn_brgemm import known_scratchpad as gemm_scratchpad
+
 BF16 = 2  # Newton-Schulz runs in bf16 (`grad.bfloat16()`)
 NS_STEPS = 5  # torch.optim.Muon's default ns_steps
 NORM_BYTES = BF16  # X.norm(): one bf16 value a rank, all-reduced (DTensor's _NormPartial)
@@ -101,6 +104,8 @@ class ShardedNewtonSchulz:
         m, n = self._mn
         local = self._shard_values()
         update, x = value_bytes * local, BF16 * local
+        if device == "cpu" and cpu_gemm == "onednn-avx512":
+            return self._avx512_bytes(update, x)
         packed = 1 if device == "cpu" and cpu_gemm == "onednn" else 0
         if self.shards == 1:  # no collective: the Gram matrix and A + A·A beside X
             return update + (2 + packed) * x + 2 * BF16 * m * m
@@ -112,6 +117,40 @@ class ShardedNewtonSchulz:
             return max(update + 2 * x + 2 * whole, update + 2 * x + 2 * gram_rows + whole)
         gram = BF16 * m * m
         return max(update + (2 + packed) * x + 3 * gram, update + x + (4 + packed) * gram)
+
+    def _avx512_bytes(self, update: int, x: int) -> int:
+        """The CPU's sets where its bf16 GEMMs take oneDNN without AMX: each moment inside a
+        matmul holds that product's scratchpad S(M, K, N) (state/onednn_brgemm.py: B's VNNI
+        copy of one 64-column block and an fp32 accumulator, not a copy of B whole), beside
+        the tensors live there, the last iteration's Gram matrix and A + A·A among them until
+        this one's replace them. r: the rank's rows of the Gram matrix (g: 2 r m, G: X whole,
+        R: the Gram matrix whole, n_l: the rank's columns of X where it is cut along n).
+        One rank: B·X, U + 2X + 2R + S(m, m, n), or X Xᵀ, U + X + 3R + S(m, n, m).
+        Gathered (rows <= cols): the larger of U + 2X + 2g + 2G (no matmul), X Xᵀ on X
+        gathered and concatenated, U + X + 3g + G + S(r, n, m), and B·X, U + 2X + 2g + G +
+        S(r, m, n). All-reduced: B·X, U + 2X + 3R + S(m, m, n_l); A·A, U + X + 4R + S(m, m,
+        m); X Xᵀ, U + X + 3R + S(m, n_l, m)."""
+        m, n = self._mn
+        gram = BF16 * m * m
+        if self.shards == 1:
+            return max(
+                update + 2 * x + 2 * gram + gemm_scratchpad(m, m, n),
+                update + x + 3 * gram + gemm_scratchpad(m, n, m),
+            )
+        if self.gathers:
+            r = math.ceil(m / self.shards)
+            rows, whole = BF16 * r * m, BF16 * m * n
+            return max(
+                update + 2 * x + 2 * rows + 2 * whole,
+                update + x + 3 * rows + whole + gemm_scratchpad(r, n, m),
+                update + 2 * x + 2 * rows + whole + gemm_scratchpad(r, m, n),
+            )
+        n_l = math.ceil(n / self.shards)
+        return max(
+            update + 2 * x + 3 * gram + gemm_scratchpad(m, m, n_l),
+            update + x + 4 * gram + gemm_scratchpad(m, m, m),
+            update + x + 3 * gram + gemm_scratchpad(m, n_l, m),
+        )
 
     def gathered_bytes(self) -> int:
         """Bytes of the all-gathers' outputs over the step (0 where the Gram is all-reduced):

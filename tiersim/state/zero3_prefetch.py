@@ -140,14 +140,9 @@ def _reuse_test(trace: Trace, distance: int):
     return reused
 
 
-def gathered_moments(trace: Trace, limits: Limits) -> tuple[int, list[Moment]]:
-    """The persistent values, and each moment of the step in order with its gathered values."""
-    c, out = _walk(trace, limits)
-    return sum(trace.numel[p] for p in c.persistent), out
-
-
 def _walk(trace: Trace, limits: Limits) -> tuple[_Coordinator, list[Moment]]:
-    """The coordinator after the step's trace, and the step's moments (`gathered_moments`)."""
+    """The coordinator after the step's trace, and each moment of the step in order with its
+    gathered values."""
     persistent = frozenset(
         p for p, n in enumerate(trace.numel) if n <= limits.param_persistence_threshold
     )

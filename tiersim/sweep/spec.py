@@ -136,29 +136,16 @@ class _Partial(Exception):
 def _read_sweep(raw: Any, path: Path, max_points: int | None) -> SweepSpec:
     source = str(path)
     if not isinstance(raw, dict):
-        got = type(raw).__name__
-        raise InputError(
-            source,
-            [
-                Problem(
-                    "",
-                    f"top level is a {got} (expected a mapping with base, and grid and/or zip)",
-                    "E-SWEEP",
-                )
-            ],
-        )
+        kind = type(raw).__name__
+        why = f"top level is a {kind} (expected a mapping with base, and grid and/or zip)"
+        raise InputError(source, [Problem("", why, "E-SWEEP")])
     _refuse_a_scenario(raw, source)
     problems = _top_level_problems(raw)
     base_path, base = _read_base(raw.get("base"), path.parent, problems)
     fixed = _entries(raw, "set", problems, want_list=False)
     grid = _axes(raw, "grid", problems)
     zipped = _axes(raw, "zip", problems)
-    if "grid" not in raw and "zip" not in raw:
-        problems.append(Problem("", "nothing to sweep: give 'grid' and/or 'zip'", "E-SWEEP"))
-    for section in ("grid", "zip"):
-        if section in raw and raw[section] is None:  # `grid:` with nothing under it
-            what = "empty (null in YAML; expected key paths, each with a list of values)"
-            problems.append(Problem(section, what, "E-SWEEP"))
+    problems += _nothing_to_sweep(raw)
     _zip_row_problems(zipped, problems)
     too_many = _count_problem(grid, zipped, _point_limit(raw, max_points, problems))
     if too_many:  # before anything is made per point: 10^9 of them would fill the memory
@@ -259,6 +246,18 @@ def _top_level_problems(raw: dict[str, Any]) -> list[Problem]:
         limit = f"expected at most {MAX_NAME_CHARS}: it names the results folder"
         what = f"a name of {len(name)} characters ({limit})"
         problems.append(Problem("name", what, "E-NAME"))
+    return problems
+
+
+def _nothing_to_sweep(raw: dict[str, Any]) -> list[Problem]:
+    """No axis section, or one left empty (`grid:` with nothing under it)."""
+    problems = []
+    if "grid" not in raw and "zip" not in raw:
+        problems.append(Problem("", "nothing to sweep: give 'grid' and/or 'zip'", "E-SWEEP"))
+    for section in ("grid", "zip"):
+        if section in raw and raw[section] is None:
+            what = "empty (null in YAML; expected key paths, each with a list of values)"
+            problems.append(Problem(section, what, "E-SWEEP"))
     return problems
 
 

@@ -64,10 +64,6 @@ class Comm:
         if self.group not in GROUPS:
             raise ValueError(f"no parallel group {self.group!r} (expected one of {GROUPS})")
 
-    @property
-    def time_alone_s(self) -> float:
-        return self.latency_s  # plus nbytes / bandwidth, which the engine adds
-
 
 def _link(r: Resolved, group: str) -> tuple[GroupLink, int]:
     """The group's link and size, worked out once a point (its every collective asks)."""

@@ -68,13 +68,6 @@ def routed_row_bytes(r: Resolved, model: Model) -> float:
     return rows * model.hidden * value * moe.busiest(par.expert_imbalance, par.expert)
 
 
-def all_to_all_bytes(r: Resolved, model: Model) -> float:
-    """Bytes one GPU sends in one all-to-all (dispatch or combine) of one MoE layer and
-    micro-batch, for the busiest rank: all but its own 1/e."""
-    e = r.execution.parallel.expert
-    return routed_row_bytes(r, model) * (e - 1) / e
-
-
 def channel_bytes(r: Resolved, model: Model) -> tuple[float, float]:
     """(NVLink, network) bytes of one all-to-all on the busiest rank (module docstring)."""
     e, link = r.execution.parallel.expert, expert_group_link(r)

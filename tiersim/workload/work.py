@@ -72,7 +72,6 @@ class Workload:
     units: tuple[Unit, ...]
     micro_batches: int
     tokens_per_step: int  # over the whole data-parallel job
-    hbm_resident: int  # bytes homed in GPU memory for the whole step (not activations)
     stage: int
     chunks: tuple[tuple[int, ...], ...]  # unit indices of each model chunk (interleaving)
     gradients_every_microbatch: bool  # sharded gradients are reduced every micro-batch
@@ -354,7 +353,6 @@ def build_workload(
         units=tuple(units),
         micro_batches=tr.grad_accumulation,
         tokens_per_step=tokens,
-        hbm_resident=resident,
         stage=inv.stage,
         chunks=by_chunk,
         gradients_every_microbatch=every_mb,

@@ -177,7 +177,9 @@ def note_lines(loaded: Loaded, overrides: Iterable[str] = ()) -> list[str]:
         # of keys under it (--set training.fp8.recipe=delayed for a note on training.fp8)
         setting = next((given[p] for p in _above(note.path) if p in given), None)
         below = [text for p, text in given.items() if p.startswith(note.path + ".")]
-        if setting is None and below:
+        # a default taken (W-DEFAULT) is a key left out: another key set under it is no cause
+        # (`--set model.qkv_bias=true` did not leave model.position out of the file)
+        if setting is None and below and note.code != "W-DEFAULT":
             setting = ", --set ".join(below)
         origin = f" (from --set {setting})" if setting is not None else origin
         out.append(f"note: {note.reworded(note.message + origin).render(loaded.source)}")

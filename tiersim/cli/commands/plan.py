@@ -90,7 +90,9 @@ def _add_break_even_arg(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="after the HBF block, re-simulate its plan (the best with optimizer state on HBF) "
         "for the break-even figures and the unpublished figures' low / mid / high verdicts, "
-        "as `tiersim wear --break-even` gives them (about 30 more simulations)",
+        "as `tiersim wear --break-even` gives them (about 30 more simulations); --emit still "
+        "writes the best plan, in either --format (the HBF plan only where it is the best; "
+        "where no plan fits, nothing, as standard error says)",
     )
 
 
@@ -137,24 +139,29 @@ def run(args: argparse.Namespace) -> int:
         print(f"tiersim: plan stopped: {exc}", file=sys.stderr)
         return EXIT_ABORTED
     report = planned.report
+    after = ""  # the break-even block, in text below the plan's
     if args.break_even and report["hbf_optimizer"] is not None:
-        from tiersim.cli.commands.wear import BREAK_EVEN_SIMULATIONS
-        from tiersim.cli.counting import Counted
         from tiersim.plan.breakeven import hbf_break_even_text
 
-        counted = Counted(None, "break-even", BREAK_EVEN_SIMULATIONS)
-        try:  # its ~30 simulations counted on standard error, as `wear --break-even`'s
-            section = planned.break_even(counted.wrap)
-        finally:
-            counted.close()
-        report["hbf_optimizer"]["break_even"] = section
-        if args.format != "json":
-            print(plan_text(report) + "\n\n" + hbf_break_even_text(section))
-            return 0
-    print(to_json(report) if args.format == "json" else plan_text(report))
-    if args.emit:
+        section = report["hbf_optimizer"]["break_even"] = _break_even(planned)
+        after = "\n\n" + hbf_break_even_text(section)
+    print(to_json(report) if args.format == "json" else plan_text(report) + after)
+    if args.emit:  # the best plan, with or without --break-even, whatever the format
         emit_best(args, report)
     return 0
+
+
+def _break_even(planned) -> dict | None:
+    """The plan's HBF break-even section, its ~30 simulations counted on standard error, as
+    `wear --break-even`'s are."""
+    from tiersim.cli.commands.wear import BREAK_EVEN_SIMULATIONS
+    from tiersim.cli.counting import Counted
+
+    counted = Counted(None, "break-even", BREAK_EVEN_SIMULATIONS)
+    try:
+        return planned.break_even(counted.wrap)
+    finally:
+        counted.close()
 
 
 def _one_price(loaded) -> None:

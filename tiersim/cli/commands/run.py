@@ -182,11 +182,6 @@ def run(args: argparse.Namespace) -> int:
     loaded = load(args)
     scenario = Path(args.scenario)
     check(loaded, scenario)  # what validate refuses (a plan: section too), refused
-    # the report's modules once the input is known good: a refused one exits without them
-    from tiersim.report.json_report import to_json
-    from tiersim.report.machine import machine_phrase
-    from tiersim.report.output import write_run, write_trace
-
     print_notes(loaded, args.overrides)
     folder = Path(args.out) if args.out else Path("results") / loaded.scenario.name
     tracing = args.trace is not None
@@ -194,36 +189,68 @@ def run(args: argparse.Namespace) -> int:
     _refuse_outputs(args, loaded, folder, trace if tracing else None)
     with _locked(folder):  # one writer: two runs must not leave one's scenario, the other's report
         built = simulate(loaded, record=bool(tracing or args.plot)).lifecycle  # simulated once
-        report, result = _with_events(built, args.memory_events), built.result
-        text = to_json(report)
-        try:
-            write_run(folder, loaded.scenario, loaded.source, text)
-        except OSError as exc:
-            raise cannot_write("--out", folder, exc, "a writable folder path") from None
-        if tracing:
-            try:
-                write_trace(trace, result.trace)
-            except OSError as exc:
-                raise cannot_write("--trace", trace, exc, "a writable file path") from None
-        if args.plot:
-            memory = (built.memory_timeline, built.host_timeline)
-            machine = machine_phrase(loaded.scenario)
-            _write_plot(folder / PLOT_NAME, report, built.full_trace, *memory, machine=machine)
-        _drop_stale(folder, args.plot, trace if tracing else None)
+        report = _with_events(built, args.memory_events)
+        text = _write_outputs(args, loaded, built, report, folder, trace if tracing else None)
     written = [folder / "scenario.yaml", folder / "report.json"]
     written += [trace] if tracing else []
     written += [folder / PLOT_NAME] if args.plot else []
+    _say(args, loaded, report, text, built.result.wall_s, written)
+    return 0
+
+
+def _write_outputs(
+    args: argparse.Namespace,
+    loaded: Loaded,
+    built,
+    report: dict,
+    folder: Path,
+    trace: Path | None,
+) -> str:
+    """Write the run's scenario and report (its JSON text returned), its trace where
+    `trace`, its picture where --plot, and remove an earlier run's that this one replaces."""
+    # the report's modules once the input is known good: a refused one exits without them
+    from tiersim.report.json_report import to_json
+    from tiersim.report.machine import machine_phrase
+    from tiersim.report.output import write_run, write_trace
+
+    text = to_json(report)
+    try:
+        write_run(folder, loaded.scenario, loaded.source, text)
+    except OSError as exc:
+        raise cannot_write("--out", folder, exc, "a writable folder path") from None
+    if trace is not None:
+        try:
+            write_trace(trace, built.result.trace)
+        except OSError as exc:
+            raise cannot_write("--trace", trace, exc, "a writable file path") from None
+    if args.plot:
+        memory = (built.memory_timeline, built.host_timeline)
+        machine = machine_phrase(loaded.scenario)
+        _write_plot(folder / PLOT_NAME, report, built.full_trace, *memory, machine=machine)
+    _drop_stale(folder, args.plot, trace)
+    return text
+
+
+def _say(
+    args: argparse.Namespace,
+    loaded: Loaded,
+    report: dict,
+    text: str,
+    wall_s: float,
+    written: list[Path],
+) -> None:
+    """Print the run: the report's JSON `text` alone on standard output under --format json,
+    else its tables; and the files `written`."""
     where = "results: " + ", ".join(one_line(str(p)) for p in written)  # a name's ESC escaped
     if args.format == "json":  # standard output is the report alone
         print(text)
         print(where, file=sys.stderr)
-    else:
-        if args.memory_events:  # the table shows no row of them: say they were written
-            from tiersim.report.memory_series import series_line
+        return
+    if args.memory_events:  # the table shows no row of them: say they were written
+        from tiersim.report.memory_series import series_line
 
-            where = series_line(report) + "\n" + where
-        print(_tables(loaded, report, result.wall_s) + "\n\n" + where)
-    return 0
+        where = series_line(report) + "\n" + where
+    print(_tables(loaded, report, wall_s) + "\n\n" + where)
 
 
 def _tables(loaded: Loaded, report: dict, wall_s: float) -> str:

@@ -51,7 +51,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "capacity that hold it, the most write bandwidth that does and the write bandwidth at "
         "which the tier's step matches the best host-memory placement (both re-simulated and "
         "bisected to 0.5 %%: about 30 simulations), and HBF's verdict at low / mid / high values "
-        "of its unpublished write bandwidth and endurance, each value's source given",
+        "of its unpublished write bandwidth and endurance, each value's source given (with no "
+        "budget.<tier>, the first part has nothing to hold, and a note on standard error says "
+        "so)",
     )
     parser.add_argument(
         "--plot",
@@ -72,12 +74,14 @@ def run(args: argparse.Namespace) -> int:
 
     loaded = load(args)
     check(loaded)  # what validate refuses (a plan: section too), refused: the one rulebook
-    _check_plot(args)  # before the simulations: a path it cannot take is refused at once
+    _check_plot(args, loaded.scenario)  # before the simulations: refused at once
     print_notes(loaded, args.overrides)
     worn = judged(loaded)  # checked; its changed scenarios are its run's variants, each run once
     assessed = worn.assessed
     if args.check:
         _nothing_to_check(loaded, assessed)
+    if args.break_even:
+        _nothing_to_break_even(loaded, assessed)
     extra = _robustness(args, loaded.scenario, assessed, worn.simulate)
     if args.format == "json":
         wear = worn.dicts()
@@ -114,6 +118,25 @@ def _nothing_to_check(loaded: Loaded, assessed: dict[str, Assessment]) -> None:
     print(f"note: {Problem('budget', why, 'W-NO-EFFECT').render(loaded.source)}", file=sys.stderr)
 
 
+def _nothing_to_break_even(loaded: Loaded, assessed: dict[str, Assessment]) -> None:
+    """`--break-even` where no tier that wears has a budget: its break-even figures are each
+    budget's, so none is given, and the table alone read as if they had been left out."""
+    from tiersim.core.errors import Problem
+    from tiersim.report.breakeven import HBF
+
+    if any(a.verdict is not None for a in assessed.values()):
+        return
+    worn = [name for name, t in loaded.scenario.hardware.tiers.items() if t.endurance]
+    rest = "only HBF's lifetime across its unpublished figures follows" if HBF in worn else ""
+    why = (
+        "--break-even has no budget to break even against: no tier that wears has a write "
+        "budget (budget.<tier>: lifetime, drive_writes_per_day or total_bytes_written), so "
+        f"{rest or 'nothing follows'} (expected a budget, e.g. --set "
+        f"budget.{HBF if rest else (worn or ['nvme'])[0]}.lifetime='5 years')"
+    )
+    print(f"note: {Problem('budget', why, 'W-NO-EFFECT').render(loaded.source)}", file=sys.stderr)
+
+
 def _fit_line(report: dict[str, object]) -> str:
     """`run`'s DOES NOT FIT line where the step overfills a tier: the wear is that of a step
     timed as if it fitted (micro-batch 16 on default.yaml, 275.95 GB of activations in 150.11
@@ -124,17 +147,22 @@ def _fit_line(report: dict[str, object]) -> str:
     return f"{warning}; the wear below is that step's\n\n" if warning else ""
 
 
-def _check_plot(args: argparse.Namespace) -> None:
-    """--plot's path, before any work: beside --break-even, a .png file (it is one whatever
-    its name) that replaces no input of the run, in a folder that exists."""
+def _check_plot(args: argparse.Namespace, scenario) -> None:
+    """--plot's path, before any work: beside --break-even, on a machine with an HBF tier that
+    wears (the picture is its ranges), a .png file (it is one whatever its name) that replaces
+    no input of the run, in a folder that exists."""
     from tiersim.cli.commands.common import output_error, usable_file_path
     from tiersim.core.errors import InputError, Problem
+    from tiersim.report.breakeven import HBF
 
     if not args.plot:
         return
     if not args.break_even:
         why = "draws --break-even's ranges (expected --break-even beside it)"
         raise InputError("--plot", [Problem(args.plot, why, "E-OPTION")])
+    tier = scenario.hardware.tiers.get(HBF)
+    if tier is None or tier.endurance is None:  # refused after its simulations before
+        raise InputError("--plot", [Problem(args.plot, NO_HBF_TO_DRAW, "E-OPTION")])
     path = Path(args.plot)
     if not path.is_dir() and path.suffix.lower() != ".png":
         why = f"the picture is a PNG (expected a file name ending .png, e.g. {path.stem}.png)"
@@ -162,6 +190,12 @@ def _robustness(args: argparse.Namespace, scenario, assessed, simulate) -> dict[
     return out
 
 
+NO_HBF_TO_DRAW = (
+    "no hbf tier with endurance to draw: the picture is HBF's lifetime across its unpublished "
+    "figures (expected a machine with one, e.g. hardware.preset: h200-hbf, or no --plot)"
+)
+
+
 def _write_ranges_plot(path: Path, ranges: dict | None, scenario) -> None:
     from tiersim.cli.commands.common import cannot_write
     from tiersim.core.errors import InputError, Problem
@@ -170,9 +204,7 @@ def _write_ranges_plot(path: Path, ranges: dict | None, scenario) -> None:
     from tiersim.report.ranges_plot import ranges_figure
 
     if ranges is None:
-        raise InputError(
-            "--plot", [Problem(str(path), "no hbf tier with endurance to draw", "E-OPTION")]
-        )
+        raise InputError("--plot", [Problem(str(path), NO_HBF_TO_DRAW, "E-OPTION")])
     budget = scenario.budget.tiers.get(ranges["tier"])
     days = budget.lifetime / DAY_S if budget is not None and budget.lifetime else None
     try:
