@@ -9,8 +9,10 @@ from __future__ import annotations
 from typing import Any
 
 from tiersim.core.units import fmt_time
-from tiersim.engine.settling import UNSETTLED
 
+# the problem code of a step reported before its steps settled (tiersim.core.problem_codes;
+# engine/settling.py raises it): written here, the report importing only the engine's results
+UNSETTLED = "W-STEP-UNSETTLED"
 # what a step reported before its steps settled is (engine.settling: the runs' bound)
 UNSETTLED_WORDS = (
     "The step reported is not known to be the steady state's: its steps were not seen to "

@@ -1,5 +1,6 @@
 """Which of a decoder layer's projections the model's code holds as one parameter tensor (q, k
-and v; an MLP's gate and up, a shared expert's and each routed expert's), by the code `training.implementation` and `training.framework`
+and v; an MLP's gate and up, a shared expert's and each routed expert's), by the code
+`training.implementation` and `training.framework`
 name. Every per-tensor rule reads the layer's tensors so (state/model.py
 `Transformer.qkv_as_one`, `gate_up_as_one`): FSDP2's per-parameter padding, DeepSpeed's
 tensor-grain gradient buckets, ZeRO++'s qgZ calls and hpZ padding, ZeRO-3's persistence
