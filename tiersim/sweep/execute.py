@@ -189,6 +189,13 @@ class DaskPool:
             )
             address = self.cluster.scheduler_address
         self.address = address
+        # a scheduler that dies mid-sweep breaks the client's batched stream, which Dask logs
+        # at INFO with its traceback from the client's own thread, as soon as the send fails
+        # (distributed/batched.py `_background_send`), before the sweep sees the loss and
+        # says it in one line: its INFO records dropped, its warnings and errors kept
+        import logging
+
+        logging.getLogger("distributed.batched").setLevel(logging.WARNING)
         try:
             self.client = _connect(distributed, address)
         except InputError:
